@@ -1,0 +1,5 @@
+"""The command line."""
+
+from .main import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,78 @@
+"""The `thresher` command: global flags, the commands, and the one place errors become
+exit codes. A ThresherError prints one line and exits with its code; only a bug shows
+a traceback."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .. import __version__
+from ..config import describe
+from ..errors import ThresherError
+from .app import App
+from .run import run_command
+from .source import source_group
+from .status import status_command
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="thresher")
+@click.option(
+    "--home",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="THRESHER_HOME",
+    help="Home folder (store, content, config file). [env THRESHER_HOME; default ./thresher-data]",
+)
+@click.option(
+    "--db",
+    envvar="THRESHER_DB",
+    metavar="URL",
+    help="postgresql://… store instead of SQLite in the home folder. [env THRESHER_DB]",
+)
+@click.option("-v", "--verbose", count=True, help="More log output (-vv: debug).")
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
+@click.pass_context
+def cli(ctx: click.Context, home: Path | None, db: str | None, verbose: int, quiet: bool) -> None:
+    """Thresher keeps local copies of web archives complete and current, run after run."""
+    ctx.obj = App(flags={"home": home, "db": db}, verbose=-1 if quiet else verbose)
+
+
+@cli.command("config")
+@click.pass_obj
+def config_command(app: App) -> None:
+    """Show every setting: its value now, its environment variable and what it does.
+
+    Settings come from HOME/thresher.toml, then THRESHER_* variables, then flags."""
+    for name, value, env, doc in describe(app.config):
+        click.echo(f"{name} = {value}\n    {doc} [env {env}]")
+
+
+cli.add_command(source_group)
+cli.add_command(run_command)
+cli.add_command(status_command)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="thresher", standalone_mode=False)
+    except ThresherError as exc:
+        click.echo(f"thresher: error: {exc}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("thresher: aborted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""`thresher run`: one pass over the sources, or a schedule with --every."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict
+
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..clock import SystemClock
+from ..config import Config
+from ..jobs import Job
+from ..plan import ExecutionPlan, RunReport, parse_duration
+from ..store.aio import AsyncStore
+from .app import App, setup_logging
+
+__all__ = ["run_command"]
+
+log = logging.getLogger("thresher.run")
+
+# Exit code of a one-shot run in which a source failed (the failure is recorded too).
+EXIT_SOURCE_FAILED = 4
+# Plain-mode progress lines, for logs, are this many seconds apart.
+PLAIN_PROGRESS_SECONDS = 10.0
+
+
+class _Counts:
+    def __init__(self) -> None:
+        self.done = self.failed = self.retried = 0
+
+    def __call__(self, event: str, job: Job) -> None:
+        if event == "done":
+            self.done += 1
+        elif event == "failed":
+            self.failed += 1
+        elif event == "retried":
+            self.retried += 1
+
+    def line(self) -> str:
+        return f"jobs done {self.done}, retried {self.retried}, failed {self.failed}"
+
+
+@contextmanager
+def _progress(console: Console | None, counts: _Counts) -> Iterator[None]:
+    """A live status line on a terminal; a plain line every few seconds otherwise."""
+    if console is not None:
+        with Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as progress:
+            task = progress.add_task(counts.line())
+
+            async def refresh() -> None:
+                while True:
+                    progress.update(task, description=counts.line())
+                    await asyncio.sleep(0.25)
+
+            yield_task = asyncio.get_event_loop().create_task(refresh())
+            try:
+                yield
+            finally:
+                yield_task.cancel()
+        return
+
+    async def plain() -> None:
+        while True:
+            await asyncio.sleep(PLAIN_PROGRESS_SECONDS)
+            log.info("progress: %s", counts.line())
+
+    task = asyncio.get_event_loop().create_task(plain())
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+async def _main(
+    config: Config, names: tuple[str, ...], every: float | None, console: Console | None
+) -> list[RunReport]:
+    connections = 1 if config.db is None else min(config.workers, 4)
+    store = await AsyncStore(config.store_url, connections).open()
+    counts = _Counts()
+    plan = ExecutionPlan(config, store, SystemClock(), listener=counts)
+    loop = asyncio.get_running_loop()
+    main_task = asyncio.current_task()
+    signals = 0
+
+    def on_signal(signame: str) -> None:
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            log.warning(
+                "%s: finishing in-flight jobs (up to %.0f s), then stopping;"
+                " send it again to stop now", signame, config.grace_seconds
+            )
+            plan.stop()
+        elif main_task is not None:
+            log.warning("%s again: stopping now; unfinished jobs go back to the queue", signame)
+            main_task.cancel()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, on_signal, sig.name)
+    try:
+        with _progress(console, counts):
+            if every is None:
+                return [await plan.run_once(names)]
+            return await plan.run_every(every, names)
+    except asyncio.CancelledError:
+        return [RunReport(interrupted=True)]
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await store.close()
+
+
+@click.command("run")
+@click.argument("names", nargs=-1, metavar="[NAME]...")
+@click.option("--every", metavar="DURATION", help="Repeat forever, a run every DURATION (1h, 15m, 1d).")
+@click.option("-w", "--workers", type=int, help="Concurrent workers. [env THRESHER_WORKERS; default 4]")
+@click.option("--grace", "grace_seconds", type=float, help="Seconds in-flight jobs get on SIGINT/SIGTERM.")
+@click.option("--json", "as_json", is_flag=True, help="Print each run's report as a JSON line.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.pass_obj
+def run_command(
+    app: App,
+    names: tuple[str, ...],
+    every: str | None,
+    workers: int | None,
+    grace_seconds: float | None,
+    as_json: bool,
+    progress: bool | None,
+) -> None:
+    """Harvest the sources NAME… (all when none is given): one pass, or forever with --every.
+
+    Each run resumes what an interrupted run left; a failing source is recorded and
+    tried again next run. SIGINT/SIGTERM: finish in-flight work, release the rest, exit 0."""
+    interval = parse_duration(every) if every else None
+    config = app.with_flags(workers=workers, grace_seconds=grace_seconds)
+    show = sys.stderr.isatty() if progress is None else progress
+    console = Console(stderr=True) if show else None
+    setup_logging(app.verbose, console)
+    started = time.time()
+    reports = asyncio.run(_main(config, names, interval, console))
+    failed = False
+    for report in reports:
+        failed = failed or any(s.outcome == "failed" for s in report.sources)
+        if as_json:
+            click.echo(json.dumps({"interrupted": report.interrupted,
+                                   "sources": [asdict(s) for s in report.sources]}))
+    if not as_json:
+        for report in reports[-1:]:
+            for s in report.sources:
+                counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
+                line = f"{s.source}: {s.outcome} ({counts})"
+                click.echo(line + (f"; {s.error}" if s.error else ""))
+            if report.interrupted:
+                click.echo("stopped: unfinished work stays queued for the next run")
+        click.echo(f"took {time.time() - started:.1f} s")
+    if failed and interval is None and not any(r.interrupted for r in reports):
+        sys.exit(EXIT_SOURCE_FAILED)

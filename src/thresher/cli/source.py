@@ -1,0 +1,107 @@
+"""`thresher source …`: the source directory."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+
+from ..errors import UsageError
+from ..sources import Source, add_source, all_types, get_source, get_type, list_sources
+from ..sources import remove_source as remove
+from ..status import iso
+from .app import App
+
+__all__ = ["source_group"]
+
+
+def source_json(source: Source) -> dict[str, object]:
+    return {
+        "name": source.name,
+        "type": source.type,
+        "url": source.url,
+        "options": source.options,
+        "created": iso(source.created),
+        "updated": iso(source.updated),
+    }
+
+
+@click.group("source")
+def source_group() -> None:
+    """Add, list, show and remove sources (the things to harvest)."""
+
+
+@source_group.command("add")
+@click.argument("name")
+@click.argument("url")
+@click.option("-t", "--type", "type_name", help="Source type (see 'thresher source types').")
+@click.option(
+    "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="A type option; repeat."
+)
+@click.pass_obj
+def add_command(app: App, name: str, url: str, type_name: str | None, options: tuple[str, ...]) -> None:
+    """Add source NAME harvesting URL."""
+    raw: dict[str, str] = {}
+    for item in options:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--option {item!r}: expected KEY=VALUE")
+        raw[key.strip()] = value
+    with app.store() as store, store.transaction() as tx:
+        source = add_source(tx, name, url, type_name, raw, time.time())
+    click.echo(f"added source {source.name} ({source.type}) {source.url}")
+
+
+@source_group.command("list")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array (fields: see README).")
+@click.pass_obj
+def list_command(app: App, as_json: bool) -> None:
+    """List the sources."""
+    with app.store() as store, store.transaction(write=False) as tx:
+        sources = list_sources(tx)
+    if as_json:
+        click.echo(json.dumps([source_json(s) for s in sources], indent=2))
+        return
+    if not sources:
+        click.echo("no sources yet: add one with 'thresher source add NAME URL --type TYPE'")
+    for s in sources:
+        click.echo(f"{s.name}\t{s.type}\t{s.url}")
+
+
+@source_group.command("show")
+@click.argument("name")
+@click.option("--json", "as_json", is_flag=True, help="As JSON.")
+@click.pass_obj
+def show_command(app: App, name: str, as_json: bool) -> None:
+    """Show one source with its options."""
+    with app.store() as store, store.transaction(write=False) as tx:
+        source = get_source(tx, name)
+    if as_json:
+        click.echo(json.dumps(source_json(source), indent=2))
+        return
+    docs = get_type(source.type).options
+    click.echo(f"name:    {source.name}\ntype:    {source.type}\nurl:     {source.url}")
+    click.echo(f"created: {iso(source.created)}")
+    for key, value in sorted(source.options.items()):
+        doc = docs[key].doc if key in docs else ""
+        click.echo(f"  {key} = {json.dumps(value)}    {doc}")
+
+
+@source_group.command("remove")
+@click.argument("name")
+@click.pass_obj
+def remove_command(app: App, name: str) -> None:
+    """Remove a source. What it harvested stays in the store."""
+    with app.store() as store, store.transaction() as tx:
+        remove(tx, name)
+    click.echo(f"removed source {name}")
+
+
+@source_group.command("types")
+def types_command() -> None:
+    """List the source types and their options."""
+    for stype in all_types():
+        click.echo(f"{stype.name}: {stype.doc}")
+        for key, opt in stype.options.items():
+            click.echo(f"  -o {key}=…  {opt.doc} (default {json.dumps(opt.default)})")

@@ -1,0 +1,56 @@
+"""`thresher status`: sources, jobs, what runs now."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from ..status import collect_status, redact
+from .app import App
+
+__all__ = ["status_command"]
+
+
+@click.command("status")
+@click.option("--json", "as_json", is_flag=True, help="As JSON (fields: see README).")
+@click.pass_obj
+def status_command(app: App, as_json: bool) -> None:
+    """Per source the last run, its outcome, counts and last error; jobs per state;
+    what is running now and which workers are alive."""
+    config = app.config
+    with app.store() as store, store.transaction(write=False) as tx:
+        info = {
+            "backend": store.backend,
+            "url": redact(store.url),
+            "schema_version": store.schema_version(),
+        }
+        status = collect_status(tx, time.time(), config.lease_seconds, info)
+    if as_json:
+        click.echo(json.dumps(status, indent=2))
+        return
+    console = Console()
+    console.print(f"store: {info['backend']} {info['url']} (schema {info['schema_version']})")
+    table = Table("source", "type", "last run", "outcome", "jobs", "last error")
+    for s in status["sources"]:
+        run = s["last_run"] or {}
+        counts = ", ".join(f"{k} {v}" for k, v in sorted((run.get("counts") or {}).items()))
+        table.add_row(
+            s["name"],
+            s["type"],
+            run.get("started") or "never",
+            run.get("outcome") or "",
+            counts,
+            (s["last_error"] or "")[:80],
+        )
+    console.print(table)
+    console.print("jobs: " + ", ".join(f"{k} {v}" for k, v in status["jobs"].items()))
+    for r in status["running"]:
+        console.print(f"running: {r['job']} ({r['kind']}) by {r['owner']} since {r['since']}")
+    for w in status["workers"]:
+        console.print(
+            f"worker: {w['name']} heartbeat {w['heartbeat']}, {w['jobs_done']} jobs done"
+        )

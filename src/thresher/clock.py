@@ -1,0 +1,53 @@
+"""Time, injected. Everything that waits, schedules or expires takes a Clock.
+
+Times are float seconds since the epoch (UTC); the store keeps them as such so that
+SQLite and PostgreSQL compare them the same way and a FakeClock can drive both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+__all__ = ["Clock", "FakeClock", "SystemClock"]
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+
+class SystemClock:
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+class FakeClock:
+    """A clock that only moves when told to (or when something sleeps on it).
+
+    `sleep` advances time at once instead of waiting, so code that sleeps for an hour
+    runs in a moment and a test can assert on exactly when things happened.
+    """
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self._now = start
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self._now
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("time does not go backwards")
+        self._now += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.advance(max(0.0, seconds))
+        # Let other tasks run, as a real sleep would.
+        await asyncio.sleep(0)

@@ -1,0 +1,140 @@
+"""Configuration: one frozen object, read in one place.
+
+Precedence, lowest to highest: built-in defaults, `thresher.toml` in the home folder,
+`THRESHER_*` environment variables, command-line flags. The defaults and their meaning
+are documented here once (the `doc` of each field); `thresher config` prints them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = ["CONFIG_FILE", "Config", "describe", "load_config"]
+
+CONFIG_FILE = "thresher.toml"
+DEFAULT_USER_AGENT = "Thresher/0.1 (+https://pypi.org/project/thresher/; web archive harvester)"
+
+
+def _opt(default: Any, doc: str) -> Any:
+    return field(default=default, metadata={"doc": doc})
+
+
+@dataclass(frozen=True)
+class Config:
+    home: Path = _opt(
+        Path("thresher-data"), "Home folder: the SQLite store, content files, WARC files."
+    )
+    db: str | None = _opt(
+        None, "postgresql://… URL of a shared store; unset means SQLite in the home folder."
+    )
+    workers: int = _opt(4, "Concurrent job workers in one `thresher run` process.")
+    lease_seconds: float = _opt(
+        60.0, "How long a claimed job stays leased without a heartbeat before others may take it."
+    )
+    max_attempts: int = _opt(5, "Attempts before a job fails for good.")
+    backoff_base: float = _opt(30.0, "First retry delay in seconds; doubles on each attempt.")
+    backoff_max: float = _opt(3600.0, "Longest retry delay in seconds.")
+    grace_seconds: float = _opt(
+        30.0, "On SIGINT/SIGTERM, how long in-flight jobs may run before they are released."
+    )
+    user_agent: str = _opt(DEFAULT_USER_AGENT, "User-Agent sent with every request.")
+    http_timeout: float = _opt(60.0, "Total time limit of one HTTP request, in seconds.")
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        # Three heartbeats per lease: one lost heartbeat never costs a lease.
+        return self.lease_seconds / 3
+
+    @property
+    def store_url(self) -> str:
+        return self.db or f"sqlite:///{(self.home / 'thresher.db').resolve()}"
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ConfigError("workers must be at least 1")
+        if self.lease_seconds <= 0:
+            raise ConfigError("lease_seconds must be positive")
+        if self.max_attempts < 1:
+            raise ConfigError("max_attempts must be at least 1")
+        if self.backoff_base < 0 or self.backoff_max < self.backoff_base:
+            raise ConfigError("need 0 <= backoff_base <= backoff_max")
+        if self.grace_seconds < 0:
+            raise ConfigError("grace_seconds must not be negative")
+        if self.db is not None and not self.db.startswith(("postgresql://", "postgres://")):
+            raise ConfigError(f"db must be a postgresql:// URL, not {self.db!r}")
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(Config)}
+
+
+def _coerce(name: str, value: Any, origin: str) -> Any:
+    default = _FIELDS[name].default
+    try:
+        if name == "home":
+            return Path(value)
+        if name == "db":
+            return str(value) if value not in (None, "") else None
+        if isinstance(default, bool):
+            if isinstance(value, str):
+                return value.strip().lower() in ("1", "true", "yes", "on")
+            return bool(value)
+        if isinstance(default, int):
+            if isinstance(value, float) and not value.is_integer():
+                raise ValueError(value)
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{origin}: {name} = {value!r} is not a valid value") from None
+
+
+def env_name(name: str) -> str:
+    return "THRESHER_" + name.upper()
+
+
+def load_config(
+    flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Build the Config from the file, the environment and flags (None flags are unset)."""
+    environ = os.environ if environ is None else environ
+    flags = {k: v for k, v in (flags or {}).items() if v is not None}
+    values: dict[str, Any] = {}
+    # The home folder decides where the file is, so it cannot come from the file.
+    home = flags.get("home") or environ.get(env_name("home")) or _FIELDS["home"].default
+    values["home"] = Path(home)
+    path = values["home"] / CONFIG_FILE
+    if path.exists():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+        data = data.get("thresher", data)
+        for key, value in data.items():
+            if key not in _FIELDS or key == "home":
+                raise ConfigError(f"{path}: unknown setting {key!r}")
+            values[key] = _coerce(key, value, str(path))
+    for name in _FIELDS:
+        if name != "home" and env_name(name) in environ:
+            values[name] = _coerce(name, environ[env_name(name)], env_name(name))
+    for name, value in flags.items():
+        if name not in _FIELDS:
+            raise ConfigError(f"unknown setting {name!r}")
+        values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
+    return Config(**values)
+
+
+def describe(config: Config) -> list[tuple[str, str, str, str]]:
+    """(name, current value, environment variable, documentation) of every setting."""
+    rows = []
+    for f in dataclasses.fields(Config):
+        rows.append((f.name, str(getattr(config, f.name)), env_name(f.name), f.metadata["doc"]))
+    return rows

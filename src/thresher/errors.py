@@ -1,0 +1,82 @@
+"""The one exception tree. Every error Thresher raises on purpose is a ThresherError.
+
+The CLI maps each class to an exit code and prints its message on one line, without a
+traceback: an error a user can fix (a bad URL, an unknown source, an unreachable database)
+must say what to fix, not where in the code it happened.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "JobError",
+    "LeaseLost",
+    "PermanentError",
+    "SourceError",
+    "StoreError",
+    "StoreUnavailable",
+    "ThresherError",
+    "TransientError",
+    "UnknownSource",
+    "UsageError",
+]
+
+
+class ThresherError(Exception):
+    """Base of every error Thresher raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(ThresherError):
+    """The user asked for something that cannot be done as asked."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A configuration value (file, environment or flag) is invalid."""
+
+
+class SourceError(UsageError):
+    """A source definition is invalid (bad URL, unknown type, bad option)."""
+
+
+class UnknownSource(UsageError):
+    """No source has that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no source named {name!r} (see 'thresher source list')")
+        self.name = name
+
+
+class StoreError(ThresherError):
+    """The store refused an operation (schema too new, constraint broken)."""
+
+    exit_code = 3
+
+
+class StoreUnavailable(StoreError):
+    """The store cannot be opened or reached."""
+
+
+class JobError(ThresherError):
+    """Raised by job handlers; the job system decides whether to retry."""
+
+    exit_code = 4
+
+
+class TransientError(JobError):
+    """Worth retrying later: timeouts, resets, 5xx, a busy database."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(JobError):
+    """Retrying will not help: 404, malformed input, a bug in the request."""
+
+
+class LeaseLost(JobError):
+    """The job's lease expired and another worker may hold it: drop the work, write nothing."""

@@ -1,0 +1,63 @@
+"""Job handlers: the code that does a job, registered by kind.
+
+A handler gets a JobContext and returns an Outcome; it raises TransientError or
+PermanentError (or anything else, treated as transient) when it cannot. It must not
+write to the store itself: what it returns is committed with the job, exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .model import JOIN_KIND, Job, Outcome
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from ..clock import Clock
+    from ..config import Config
+    from ..store.aio import AsyncStore
+
+__all__ = ["Handler", "JobContext", "handler_for", "register"]
+
+log = logging.getLogger("thresher.jobs")
+
+
+@dataclass(frozen=True)
+class JobContext:
+    job: Job
+    owner: str
+    config: Config
+    clock: Clock
+    store: AsyncStore
+    http: Callable[[], Awaitable[aiohttp.ClientSession]]
+
+
+Handler = Callable[[JobContext], Awaitable[Outcome]]
+
+_HANDLERS: dict[str, Handler] = {}
+
+
+def register(kind: str) -> Callable[[Handler], Handler]:
+    def decorate(fn: Handler) -> Handler:
+        if kind in _HANDLERS and _HANDLERS[kind] is not fn:
+            raise ValueError(f"two handlers for job kind {kind!r}")
+        _HANDLERS[kind] = fn
+        return fn
+
+    return decorate
+
+
+def handler_for(kind: str) -> Handler | None:
+    # Source types register their handlers when imported.
+    from .. import sources  # noqa: F401
+
+    return _HANDLERS.get(kind)
+
+
+@register(JOIN_KIND)
+async def _join(ctx: JobContext) -> Outcome:
+    return Outcome()

@@ -1,0 +1,157 @@
+"""The job queue's transitions, each a function of a transaction and `now`.
+
+They are synchronous and hold no state: the async worker calls them through the store
+executor, tests call them directly with a FakeClock's `now`. Every transition that ends
+an attempt checks that the caller still owns the lease, so a worker whose lease expired
+(and whose job another worker may now hold) can never commit a result.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..errors import LeaseLost
+from ..store import Tx
+from .model import JOIN_KIND, Job, JobSpec, JobState, Outcome
+
+__all__ = [
+    "child_key",
+    "claim",
+    "complete",
+    "enqueue",
+    "expire_leases",
+    "fail",
+    "release",
+    "renew",
+    "retry",
+]
+
+
+def child_key(parent_key: str, name: str) -> str:
+    return f"{parent_key}/{name}"
+
+
+def enqueue(
+    tx: Tx,
+    spec: JobSpec,
+    *,
+    key: str,
+    now: float,
+    default_max_attempts: int,
+    parent_id: int | None = None,
+    waits_for: int | None = None,
+    source: str | None = None,
+    source_run_id: int | None = None,
+) -> int | None:
+    """Insert a job; None if a job with that key exists already (idempotent)."""
+    row = tx.one(
+        "insert_job",
+        kind=spec.kind,
+        key=key,
+        parent_id=parent_id,
+        waits_for=waits_for,
+        source=source,
+        source_run_id=source_run_id,
+        payload=json.dumps(dict(spec.payload), sort_keys=True),
+        max_attempts=spec.max_attempts or default_max_attempts,
+        priority=spec.priority,
+        now=now,
+    )
+    return int(row["id"]) if row else None
+
+
+def claim(tx: Tx, owner: str, runs: Sequence[int], now: float, lease: float) -> Job | None:
+    row = tx.one(
+        "claim_job", owner=owner, runs=json.dumps(list(runs)), now=now, expires=now + lease
+    )
+    return Job.from_row(row) if row else None
+
+
+def complete(
+    tx: Tx, job: Job, owner: str, outcome: Outcome, now: float, default_max_attempts: int
+) -> None:
+    """Mark the job done and commit everything its handler produced, atomically."""
+    result = json.dumps(outcome.result) if outcome.result is not None else None
+    if not tx.execute(
+        "finish_job", id=job.id, owner=owner, state="done", result=result, error=None, now=now
+    ):
+        raise LeaseLost(f"job {job.key}: lease lost before completion; result discarded")
+    if outcome.write is not None:
+        outcome.write(tx)
+    common: dict[str, Any] = dict(
+        now=now,
+        default_max_attempts=default_max_attempts,
+        source=job.source,
+        source_run_id=job.source_run_id,
+    )
+    for spec in outcome.children:
+        enqueue(tx, spec, key=child_key(job.key, spec.name), parent_id=job.id, **common)
+    if outcome.children or outcome.commit is not None:
+        commit = outcome.commit or JobSpec(kind=JOIN_KIND, name="commit")
+        enqueue(
+            tx,
+            commit,
+            key=f"{job.key}#commit",
+            parent_id=job.parent_id,
+            waits_for=job.id,
+            **common,
+        )
+    tx.execute("count_worker_job", owner=owner)
+
+
+def retry(tx: Tx, job: Job, owner: str, error: str, now: float, delay: float) -> JobState:
+    """End a failed attempt: back to pending after `delay`, or failed past the limit."""
+    if job.attempts + 1 >= job.max_attempts:
+        fail(tx, job, owner, f"{error} (gave up after {job.attempts + 1} attempts)", now)
+        return JobState.FAILED
+    if not tx.execute(
+        "retry_job", id=job.id, owner=owner, error=error, now=now, not_before=now + delay
+    ):
+        raise LeaseLost(f"job {job.key}: lease lost before retry")
+    return JobState.PENDING
+
+
+def fail(tx: Tx, job: Job, owner: str, error: str, now: float) -> None:
+    if not tx.execute(
+        "finish_job", id=job.id, owner=owner, state="failed", result=None, error=error, now=now
+    ):
+        raise LeaseLost(f"job {job.key}: lease lost before failing")
+    _fail_commits_above(tx, [(job.parent_id, job.key)], now)
+
+
+def _fail_commits_above(tx: Tx, failed: Iterable[tuple[int | None, str]], now: float) -> None:
+    """A child failed for good: the commit waiting on its parent can never run. Mark it
+    failed (saying why), and so on up the tree, so the run ends instead of waiting forever;
+    the parent's work stays uncommitted, to be done again by the next run."""
+    todo = list(failed)
+    while todo:
+        parent_id, key = todo.pop()
+        if parent_id is None:
+            continue
+        for row in tx.all(
+            "fail_waiting_commits",
+            parent_id=parent_id,
+            now=now,
+            error=f"not committed: {key} failed",
+        ):
+            todo.append((row["parent_id"], row["key"]))
+
+
+def expire_leases(tx: Tx, now: float) -> int:
+    """Return jobs of lost workers to pending (attempts + 1), or fail them past the limit."""
+    rows = tx.all("expire_leases", now=now)
+    _fail_commits_above(
+        tx, [(r["parent_id"], r["key"]) for r in rows if r["state"] == JobState.FAILED], now
+    )
+    return len(rows)
+
+
+def renew(tx: Tx, owner: str, now: float, lease: float) -> int:
+    return tx.execute("renew_leases", owner=owner, expires=now + lease)
+
+
+def release(tx: Tx, owner: str, now: float) -> int:
+    """Hand back every lease of `owner` unfinished, without counting an attempt."""
+    return tx.execute("release_leases", owner=owner, now=now)

@@ -1,0 +1,276 @@
+"""The worker pool: stateless workers that claim jobs, run them and commit the outcome.
+
+One pool per process; its workers share one lease owner id, renewed by one heartbeat.
+The pool drains the jobs of the source runs it serves and returns when none is left
+open, or when asked to stop: then it claims nothing more, lets in-flight jobs finish
+within the grace period, and hands back the leases of the rest (no attempt counted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from ..clock import Clock
+from ..config import Config
+from ..errors import LeaseLost
+from ..store import Tx
+from ..store.aio import AsyncStore
+from . import queue
+from .handlers import JobContext, handler_for
+from .model import Job, JobState
+from .retry import backoff_delay, is_transient
+
+__all__ = ["PoolStats", "WorkerPool", "make_owner"]
+
+log = logging.getLogger("thresher.jobs")
+
+# How often an idle worker looks for work that another process may have created.
+IDLE_POLL_SECONDS = 0.5
+
+
+def make_owner(name: str | None = None) -> str:
+    return f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+@dataclass
+class PoolStats:
+    done: int = 0
+    failed: int = 0
+    retried: int = 0
+    released: int = 0
+    running: dict[int, str] = field(default_factory=dict)
+
+
+Listener = Callable[[str, Job], None]
+
+
+class WorkerPool:
+    def __init__(
+        self,
+        config: Config,
+        store: AsyncStore,
+        clock: Clock,
+        runs: Sequence[int],
+        *,
+        owner: str | None = None,
+        workers: int | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.runs = list(runs)
+        self.owner = owner or make_owner()
+        self.size = workers or config.workers
+        self.stats = PoolStats()
+        self._listener = listener
+        self._stopping = asyncio.Event()
+        self._finished = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._session: aiohttp.ClientSession | None = None
+
+    def stop(self) -> None:
+        """Claim nothing more; in-flight jobs get the grace period to finish."""
+        self._stopping.set()
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    async def run(self) -> PoolStats:
+        now = self.clock.now()
+        host = socket.gethostname()
+        await self.store.run(
+            lambda tx: tx.execute(
+                "upsert_worker", owner=self.owner, hostname=host, pid=os.getpid(), now=now
+            )
+        )
+        await self.store.run(lambda tx: queue.expire_leases(tx, now))
+        heartbeat = asyncio.create_task(self._heartbeat(), name="thresher-heartbeat")
+        tasks = [
+            asyncio.create_task(self._work(i), name=f"thresher-worker-{i}")
+            for i in range(self.size)
+        ]
+        try:
+            await self._drain(tasks)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+            now = self.clock.now()
+            self.stats.released += await self.store.run(
+                lambda tx: queue.release(tx, self.owner, now)
+            )
+            await self.store.run(lambda tx: tx.execute("stop_worker", owner=self.owner, now=now))
+            if self._session is not None:
+                await self._session.close()
+        return self.stats
+
+    async def _drain(self, tasks: list[asyncio.Task[None]]) -> None:
+        stop_wait = asyncio.create_task(self._stopping.wait())
+        all_done = asyncio.gather(*tasks)
+        try:
+            await asyncio.wait({stop_wait, all_done}, return_when=asyncio.FIRST_COMPLETED)
+            if not all_done.done():
+                # Stopping: give in-flight jobs the grace period, then cut them off.
+                _, pending = await asyncio.wait(tasks, timeout=self.config.grace_seconds)
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+            else:
+                all_done.result()
+        finally:
+            stop_wait.cancel()
+            if not all_done.done():
+                all_done.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await all_done
+
+    async def _heartbeat(self) -> None:
+        host = socket.gethostname()
+        while True:
+            await self.clock.sleep(self.config.heartbeat_seconds)
+            now = self.clock.now()
+
+            def beat(tx: Tx) -> None:
+                queue.renew(tx, self.owner, now, self.config.lease_seconds)
+                tx.execute(
+                    "upsert_worker", owner=self.owner, hostname=host, pid=os.getpid(), now=now
+                )
+                if queue.expire_leases(tx, now):
+                    self._wake.set()
+
+            try:
+                await self.store.run(beat)
+            except Exception as exc:  # a missed heartbeat is survivable; the next may work
+                log.warning("heartbeat failed: %s", exc)
+
+    async def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            timeout = aiohttp.ClientTimeout(total=self.config.http_timeout)
+            self._session = aiohttp.ClientSession(
+                timeout=timeout, headers={"User-Agent": self.config.user_agent}
+            )
+        return self._session
+
+    async def _work(self, index: int) -> None:
+        while not self._stopping.is_set() and not self._finished.is_set():
+            now = self.clock.now()
+            job = await self.store.run(
+                lambda tx: queue.claim(tx, self.owner, self.runs, now, self.config.lease_seconds)
+            )
+            if job is None:
+                await self._idle()
+                continue
+            self.stats.running[index] = job.key
+            try:
+                await self._execute(job)
+            finally:
+                self.stats.running.pop(index, None)
+            # New children or a freed commit may be claimable now.
+            self._wake.set()
+
+    async def _idle(self) -> None:
+        row = await self.store.run(
+            lambda tx: tx.one("open_jobs", runs=json.dumps(self.runs)), write=False
+        )
+        if not row or not row["n"]:
+            self._finished.set()
+            self._wake.set()
+            return
+        wait = IDLE_POLL_SECONDS
+        if row["next_due"] is not None:
+            wait = min(wait, max(0.0, float(row["next_due"]) - self.clock.now()))
+        self._wake.clear()
+        sleeper = asyncio.create_task(self.clock.sleep(wait))
+        waker = asyncio.create_task(self._wake.wait())
+        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (sleeper, waker):
+            task.cancel()
+
+    async def _execute(self, job: Job) -> None:
+        handler = handler_for(job.kind)
+        ctx = JobContext(job, self.owner, self.config, self.clock, self.store, self._http)
+        try:
+            if handler is None:
+                raise LookupError(f"no handler for job kind {job.kind!r}")
+            outcome = await handler(ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            await self._failed(job, exc)
+            return
+        now = self.clock.now()
+        try:
+            await self.store.run(
+                lambda tx: queue.complete(
+                    tx, job, self.owner, outcome, now, self.config.max_attempts
+                )
+            )
+        except LeaseLost as exc:
+            log.warning("%s", exc)
+            return
+        except Exception as exc:
+            # Writing the results failed (constraint, bug): nothing was committed.
+            await self._failed(job, exc)
+            return
+        self.stats.done += 1
+        self._emit("done", job)
+
+    async def _failed(self, job: Job, exc: Exception) -> None:
+        error = _describe(exc)
+        now = self.clock.now()
+        try:
+            if is_transient(exc) and not isinstance(exc, LookupError):
+                delay = backoff_delay(
+                    job.attempts + 1,
+                    self.config.backoff_base,
+                    self.config.backoff_max,
+                    getattr(exc, "retry_after", None),
+                )
+                state = await self.store.run(
+                    lambda tx: queue.retry(tx, job, self.owner, error, now, delay)
+                )
+            else:
+                await self.store.run(lambda tx: queue.fail(tx, job, self.owner, error, now))
+                state = JobState.FAILED
+        except LeaseLost as lost:
+            log.warning("%s", lost)
+            return
+        if state is JobState.FAILED:
+            self.stats.failed += 1
+            log.error("job %s failed for good: %s", job.key, error)
+            self._emit("failed", job)
+        else:
+            self.stats.retried += 1
+            log.info("job %s will be retried: %s", job.key, error)
+            self._emit("retried", job)
+
+    def _emit(self, event: str, job: Job) -> None:
+        if self._listener is not None:
+            self._listener(event, job)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    if type(exc).__module__ not in ("thresher.errors", "builtins"):
+        text = f"{type(exc).__name__}: {text}"
+    if not isinstance(exc, OSError | TimeoutError) and type(exc).__module__ == "builtins":
+        # An unexpected exception is a bug: keep where it happened.
+        frames = traceback.extract_tb(exc.__traceback__)
+        if frames:
+            last = frames[-1]
+            text += f" (at {os.path.basename(last.filename)}:{last.lineno})"
+    return text[:2000]

@@ -1,0 +1,202 @@
+"""The execution plan: one pass over the sources, and the schedule that repeats it.
+
+A run opens a source run per selected source (or resumes one a crash or a signal left
+open), puts its root job in the job table, and lets a pool of stateless workers drain
+the jobs of those runs; handlers write their results straight to the store. A source
+whose jobs fail is recorded as failed and simply gets a fresh run next time: it never
+stops the other sources or the schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .clock import Clock
+from .config import Config
+from .errors import UsageError
+from .jobs import JobSpec, WorkerPool
+from .jobs import queue
+from .jobs.worker import Listener, make_owner
+from .sources import Source, get_source, get_type, list_sources
+from .store import Tx
+from .store.aio import AsyncStore
+
+__all__ = ["ExecutionPlan", "RunReport", "SourceReport", "parse_duration"]
+
+log = logging.getLogger("thresher.run")
+
+
+@dataclass(frozen=True)
+class SourceReport:
+    source: str
+    run_id: int
+    outcome: str  # ok, failed, interrupted
+    counts: dict[str, int]
+    error: str | None
+
+
+@dataclass
+class RunReport:
+    sources: list[SourceReport] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.interrupted and all(s.outcome == "ok" for s in self.sources)
+
+
+class ExecutionPlan:
+    def __init__(
+        self,
+        config: Config,
+        store: AsyncStore,
+        clock: Clock,
+        *,
+        owner: str | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.owner = owner or make_owner()
+        self.listener = listener
+        self.pool: WorkerPool | None = None
+        self._stop = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.pool is not None:
+            self.pool.stop()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
+    async def run_once(self, names: Sequence[str] = ()) -> RunReport:
+        now = self.clock.now()
+        runs = await self.store.run(lambda tx: self._open_runs(tx, names, now))
+        report = RunReport()
+        if not runs:
+            return report
+        self.pool = WorkerPool(
+            self.config,
+            self.store,
+            self.clock,
+            [run_id for _, run_id in runs],
+            owner=self.owner,
+            listener=self.listener,
+        )
+        if self._stop.is_set():
+            self.pool.stop()
+        try:
+            await self.pool.run()
+        finally:
+            report.interrupted = self.pool.stopping
+            self.pool = None
+        for name, run_id in runs:
+            report.sources.append(await self._close_run(name, run_id, report.interrupted))
+        return report
+
+    def _open_runs(self, tx: Tx, names: Sequence[str], now: float) -> list[tuple[str, int]]:
+        sources = [get_source(tx, n) for n in dict.fromkeys(names)] if names else list_sources(tx)
+        return [(s.name, self._open_run(tx, s, now)) for s in sources]
+
+    def _open_run(self, tx: Tx, source: Source, now: float) -> int:
+        open_run = tx.one("get_open_run", source=source.name)
+        if open_run is not None:
+            log.info("%s: resuming run %s", source.name, open_run["id"])
+            return int(open_run["id"])
+        row = tx.one("open_source_run", source=source.name, now=now)
+        assert row is not None
+        run_id = int(row["id"])
+        spec = JobSpec(
+            get_type(source.type).root_kind,
+            name=source.name,
+            payload={"url": source.url, "options": source.options},
+        )
+        root = queue.enqueue(
+            tx,
+            spec,
+            key=f"run{run_id}:{source.name}",
+            now=now,
+            default_max_attempts=self.config.max_attempts,
+            source=source.name,
+            source_run_id=run_id,
+        )
+        tx.execute("set_run_root", id=run_id, root=root)
+        log.info("%s: run %s started", source.name, run_id)
+        return run_id
+
+    async def _close_run(self, name: str, run_id: int, interrupted: bool) -> SourceReport:
+        now = self.clock.now()
+
+        def close(tx: Tx) -> SourceReport:
+            counts = {r["state"]: int(r["n"]) for r in tx.all("run_job_counts", run=run_id)}
+            open_jobs = counts.get("pending", 0) + counts.get("leased", 0)
+            if interrupted or open_jobs:
+                # Left open: the next `thresher run` resumes it where it stopped.
+                return SourceReport(name, run_id, "interrupted", counts, None)
+            failure = tx.one("first_failure", run=run_id)
+            error = f"{failure['key']}: {failure['last_error']}" if failure else None
+            outcome = "failed" if counts.get("failed") else "ok"
+            tx.execute(
+                "close_source_run",
+                id=run_id,
+                now=now,
+                outcome=outcome,
+                counts=json.dumps(counts, sort_keys=True),
+                error=error,
+            )
+            return SourceReport(name, run_id, outcome, counts, error)
+
+        report = await self.store.run(close)
+        level = logging.INFO if report.outcome != "failed" else logging.WARNING
+        log.log(level, "%s: run %s %s %s", name, run_id, report.outcome, report.counts)
+        return report
+
+    async def run_every(self, interval: float, names: Sequence[str] = ()) -> list[RunReport]:
+        """Run, wait until `interval` after the run's start, repeat until stopped.
+
+        A run that takes longer than the interval is followed at once by the next one,
+        never overlapped by it."""
+        reports = []
+        while not self._stop.is_set():
+            started = self.clock.now()
+            try:
+                reports.append(await self.run_once(names))
+            except Exception as exc:
+                # The store may be down for a while: keep the schedule, try next time.
+                log.error("run failed: %s", exc)
+            if self._stop.is_set():
+                break
+            wait = max(0.0, started + interval - self.clock.now())
+            log.info("next run in %.0f s", wait)
+            sleeper = asyncio.create_task(self.clock.sleep(wait))
+            stopper = asyncio.create_task(self._stop.wait())
+            await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            sleeper.cancel()
+            stopper.cancel()
+        return reports
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '15m', '1h', '1d', '1h30m' → seconds."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        seconds = float(text)
+    else:
+        parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise UsageError(f"bad duration {text!r}: use e.g. 90s, 15m, 1h, 1d")
+        seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    if seconds <= 0:
+        raise UsageError(f"duration must be positive, not {text!r}")
+    return seconds

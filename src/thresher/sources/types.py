@@ -1,0 +1,83 @@
+"""Source types: how a kind of source is validated, detected and harvested.
+
+A type names the job kind that harvests one run of a source (its root job) and the
+options it takes. Later capabilities (archives, crawls, ingest lists) add types here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SourceError
+
+__all__ = ["Option", "SourceType", "all_types", "detect_type", "get_type", "register_type"]
+
+
+@dataclass(frozen=True)
+class Option:
+    kind: type
+    default: Any
+    doc: str
+
+    def parse(self, name: str, raw: str) -> Any:
+        try:
+            if self.kind is bool:
+                if raw.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
+                    raise ValueError(raw)
+                return raw.lower() in ("1", "true", "yes", "on")
+            value = self.kind(raw)
+        except ValueError:
+            raise SourceError(f"option {name}={raw!r}: expected {self.kind.__name__}") from None
+        if isinstance(value, int | float) and value < 0:
+            raise SourceError(f"option {name}={raw!r}: must not be negative")
+        return value
+
+
+@dataclass(frozen=True)
+class SourceType:
+    name: str
+    root_kind: str
+    doc: str
+    check_url: Callable[[str], str]
+    detect: Callable[[str], bool] = lambda url: False
+    options: dict[str, Option] = field(default_factory=dict)
+
+    def validate(self, url: str, raw: dict[str, str]) -> tuple[str, dict[str, Any]]:
+        unknown = sorted(set(raw) - set(self.options))
+        if unknown:
+            known = ", ".join(sorted(self.options)) or "none"
+            raise SourceError(
+                f"type {self.name} has no option {unknown[0]!r} (options: {known})"
+            )
+        options = {k: opt.default for k, opt in self.options.items()}
+        options.update({k: self.options[k].parse(k, v) for k, v in raw.items()})
+        return self.check_url(url), options
+
+
+_TYPES: dict[str, SourceType] = {}
+
+
+def register_type(stype: SourceType) -> SourceType:
+    _TYPES[stype.name] = stype
+    return stype
+
+
+def all_types() -> list[SourceType]:
+    return [_TYPES[k] for k in sorted(_TYPES)]
+
+
+def get_type(name: str) -> SourceType:
+    try:
+        return _TYPES[name]
+    except KeyError:
+        known = ", ".join(sorted(_TYPES))
+        raise SourceError(f"unknown source type {name!r} (known: {known})") from None
+
+
+def detect_type(url: str) -> SourceType:
+    for stype in all_types():
+        if stype.detect(url):
+            return stype
+    raise SourceError(f"cannot tell the source type of {url!r}: give --type")

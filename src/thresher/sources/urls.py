@@ -1,0 +1,194 @@
+"""`urls`: keep a current snapshot of every URL in a list.
+
+The source URL names a text file (a local path or an http(s) URL) with one URL per line
+(`#` starts a comment). Each run fetches the list, then each URL as its own job, with a
+conditional GET (ETag / Last-Modified) so an unchanged page costs a 304 and no bytes.
+Bodies are stored once, by SHA-256, under HOME/content/; the `documents` table holds
+the newest state of each URL. HTTP errors a retry cannot fix (404, 410 …) are recorded
+on the document, not retried; 408, 429 and 5xx are retried with backoff.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import os
+import tempfile
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from ..errors import PermanentError, SourceError, TransientError
+from ..jobs import JobContext, JobSpec, Outcome, register
+from ..store import Tx
+from .types import Option, SourceType, register_type
+
+__all__ = ["URLS", "content_path"]
+
+_RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
+
+
+def _check_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https"):
+        if not parts.hostname:
+            raise SourceError(f"URL {url!r} has no host")
+        return url
+    if parts.scheme == "file":
+        return str(Path(parts.path).resolve())
+    if parts.scheme and len(parts.scheme) > 1:
+        raise SourceError(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
+    return str(Path(url).resolve())
+
+
+URLS = register_type(
+    SourceType(
+        name="urls",
+        root_kind="urls.run",
+        doc="A list of URLs (file or URL, one per line), each kept as a current snapshot.",
+        check_url=_check_url,
+        options={
+            "max_bytes": Option(int, 50 * 2**20, "Largest body stored; larger is an error."),
+        },
+    )
+)
+
+
+def content_path(home: Path, sha256: str) -> Path:
+    return home / "content" / sha256[:2] / sha256
+
+
+async def _get_list(ctx: JobContext, where: str) -> bytes:
+    if where.startswith(("http://", "https://")):
+        session = await ctx.http()
+        async with session.get(where) as resp:
+            if resp.status in _RETRY_STATUSES:
+                raise TransientError(f"URL list {where}: HTTP {resp.status}")
+            if resp.status != 200:
+                raise PermanentError(f"URL list {where}: HTTP {resp.status}")
+            return await resp.read()
+    try:
+        return Path(where).read_bytes()
+    except OSError as exc:
+        raise PermanentError(f"URL list {where}: {exc.strerror or exc}") from None
+
+
+def parse_list(data: bytes) -> tuple[list[str], list[str]]:
+    """The distinct http(s) URLs in a list, in order, and a reason for each rejected line."""
+    urls: dict[str, None] = {}
+    rejected = []
+    for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+        line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
+        if not line:
+            continue
+        parts = urlsplit(line)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            rejected.append(f"line {number}: not an http(s) URL: {line[:200]!r}")
+            continue
+        urls.setdefault(line)
+    return list(urls), rejected
+
+
+@register("urls.run")
+async def _run(ctx: JobContext) -> Outcome:
+    urls, rejected = parse_list(await _get_list(ctx, ctx.job.payload["url"]))
+    opts = ctx.job.payload["options"]
+    children = tuple(
+        JobSpec("urls.fetch", hashlib.sha1(u.encode()).hexdigest()[:20], {"url": u, **opts})
+        for u in urls
+    )
+    return Outcome(
+        result={"urls": len(urls), "rejected": rejected[:100], "rejected_count": len(rejected)},
+        children=children,
+        commit=JobSpec("urls.commit", "commit"),
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+@register("urls.fetch")
+async def _fetch(ctx: JobContext) -> Outcome:
+    url, source = ctx.job.payload["url"], ctx.job.source or ""
+    max_bytes = int(ctx.job.payload.get("max_bytes", URLS.options["max_bytes"].default))
+    known = await ctx.store.run(lambda tx: tx.one("get_document", source=source, url=url), False)
+    headers = {}
+    if known and known["sha256"]:
+        if known["etag"]:
+            headers["If-None-Match"] = known["etag"]
+        if known["last_modified"]:
+            headers["If-Modified-Since"] = known["last_modified"]
+    session = await ctx.http()
+    doc: dict[str, Any] = dict(
+        source=source, url=url, sha256=None, length=None, content_type=None, etag=None,
+        last_modified=None, error=None, now=ctx.clock.now(),
+    )
+    async with session.get(url, headers=headers) as resp:
+        doc["status"] = resp.status
+        if resp.status in _RETRY_STATUSES:
+            raise TransientError(
+                f"{url}: HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After"))
+            )
+        if resp.status == 304 and known:
+            doc["status"] = known["status"]
+        elif resp.status >= 400:
+            doc["error"] = f"HTTP {resp.status} {resp.reason or ''}".strip()
+        else:
+            doc.update(await _save_body(ctx.config.home, resp, max_bytes, url))
+            doc["etag"] = resp.headers.get("ETag")
+            doc["last_modified"] = resp.headers.get("Last-Modified")
+
+    def write(tx: Tx) -> None:
+        tx.execute("upsert_document", **doc)
+
+    return Outcome(
+        result={"status": resp.status, "sha256": doc["sha256"]}, write=write
+    )
+
+
+async def _save_body(
+    home: Path, resp: aiohttp.ClientResponse, max_bytes: int, url: str
+) -> dict[str, Any]:
+    """Stream the body to a temporary file, then move it to its content address."""
+    declared = resp.content_length
+    if declared is not None and declared > max_bytes:
+        raise PermanentError(f"{url}: body of {declared} bytes exceeds max_bytes={max_bytes}")
+    folder = home / "content"
+    folder.mkdir(parents=True, exist_ok=True)
+    digest, size = hashlib.sha256(), 0
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            async for chunk in resp.content.iter_chunked(1 << 16):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise PermanentError(f"{url}: body exceeds max_bytes={max_bytes}")
+                digest.update(chunk)
+                out.write(chunk)
+        sha = digest.hexdigest()
+        final = content_path(home, sha)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return {"sha256": sha, "length": size, "content_type": resp.headers.get("Content-Type")}
+
+
+@register("urls.commit")
+async def _commit(ctx: JobContext) -> Outcome:
+    source = ctx.job.source or ""
+    row = await ctx.store.run(lambda tx: tx.one("count_documents", source=source), False)
+    return Outcome(result={"documents": int(row["n"]) if row else 0})

@@ -1,0 +1,95 @@
+"""What `thresher status` reports, as plain data (the CLI renders it as a table or JSON).
+
+The JSON shape is a contract documented in the README: add fields, never rename them.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .sources import list_sources
+from .store import Tx
+
+__all__ = ["collect_status", "iso", "redact"]
+
+# A worker that has not sent a heartbeat for this many lease periods is shown as lost.
+_LIVE_LEASES = 2
+
+
+def iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(float(ts), UTC).isoformat(timespec="seconds")
+
+
+def redact(url: str) -> str:
+    """A store URL without its password, fit to print."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def collect_status(
+    tx: Tx, now: float, lease_seconds: float, store: dict[str, Any]
+) -> dict[str, Any]:
+    last_runs = {r["source"]: r for r in tx.all("last_runs")}
+    sources = []
+    for src in list_sources(tx):
+        run = last_runs.get(src.name)
+        last_error = tx.one("last_error", source=src.name)
+        sources.append(
+            {
+                "name": src.name,
+                "type": src.type,
+                "url": src.url,
+                "last_run": None
+                if run is None
+                else {
+                    "id": int(run["id"]),
+                    "started": iso(run["started"]),
+                    "finished": iso(run["finished"]),
+                    "outcome": run["outcome"],
+                    "counts": json.loads(run["counts"]),
+                    "error": run["error"],
+                },
+                "last_error": last_error["error"] if last_error else None,
+                "last_error_at": iso(last_error["finished"]) if last_error else None,
+            }
+        )
+    jobs = dict.fromkeys(("pending", "leased", "done", "failed"), 0)
+    jobs.update({r["state"]: int(r["n"]) for r in tx.all("job_counts")})
+    running = [
+        {
+            "job": r["key"],
+            "kind": r["kind"],
+            "source": r["source"],
+            "owner": r["lease_owner"],
+            "attempts": int(r["attempts"]),
+            "since": iso(r["updated"]),
+            "lease_expires": iso(r["lease_expires"]),
+        }
+        for r in tx.all("leased_jobs")
+    ]
+    workers = [
+        {
+            "name": w["owner"],
+            "hostname": w["hostname"],
+            "pid": int(w["pid"]),
+            "started": iso(w["started"]),
+            "heartbeat": iso(w["heartbeat"]),
+            "jobs_done": int(w["jobs_done"]),
+        }
+        for w in tx.all("live_workers", since=now - _LIVE_LEASES * lease_seconds)
+    ]
+    return {
+        "store": store,
+        "sources": sources,
+        "jobs": jobs,
+        "running": running,
+        "workers": workers,
+    }

@@ -1,0 +1,23 @@
+"""Storage: one small protocol, two backends (embedded SQLite, shared PostgreSQL)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+from .base import Row, Store, Tx
+
+__all__ = ["Row", "Store", "Tx", "open_store"]
+
+
+def open_store(url: str) -> Store:
+    """Open (and migrate) the store at `sqlite:///path` or `postgresql://…`."""
+    if url.startswith("sqlite:///"):
+        from .sqlite import SQLiteStore
+
+        return SQLiteStore(Path(url.removeprefix("sqlite:///")))
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresStore
+
+        return PostgresStore(url)
+    raise ConfigError(f"unsupported store URL {url!r}: use sqlite:///PATH or postgresql://…")

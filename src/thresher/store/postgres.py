@@ -1,0 +1,97 @@
+"""The shared store on PostgreSQL (psycopg 3).
+
+Connections run in autocommit mode and every unit of work is an explicit transaction,
+so no statement ever sits in an implicit, forgotten transaction holding locks.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from ..errors import StoreError, StoreUnavailable
+from .base import Row
+from .migrate import migrations
+from .queries import load_queries
+
+__all__ = ["PostgresStore"]
+
+# Any constant will do; it only has to be the same in every Thresher process.
+_MIGRATION_LOCK = 0x7468726573686572
+
+
+class _PgTx:
+    def __init__(self, conn: psycopg.Connection[Row], queries: dict[str, str]) -> None:
+        self._conn = conn
+        self._queries = queries
+
+    def execute(self, query: str, **params: Any) -> int:
+        return self._conn.execute(self._queries[query], params).rowcount  # type: ignore[arg-type]
+
+    def one(self, query: str, **params: Any) -> Row | None:
+        return self._conn.execute(self._queries[query], params).fetchone()  # type: ignore[arg-type]
+
+    def all(self, query: str, **params: Any) -> list[Row]:
+        return self._conn.execute(self._queries[query], params).fetchall()  # type: ignore[arg-type]
+
+    def stream(self, query: str, **params: Any) -> Iterator[Row]:
+        with self._conn.cursor(name=None) as cur:
+            cur.execute(self._queries[query], params)  # type: ignore[arg-type]
+            yield from cur
+
+
+class PostgresStore:
+    backend = "postgres"
+
+    def __init__(self, url: str, connect_timeout: int = 10) -> None:
+        self.url = url
+        try:
+            self._conn: psycopg.Connection[Row] = psycopg.connect(
+                url, autocommit=True, row_factory=dict_row, connect_timeout=connect_timeout
+            )
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise StoreUnavailable(f"cannot connect to PostgreSQL store: {reason}") from None
+        self._queries = load_queries(self.backend)
+        self._migrate()
+
+    @contextmanager
+    def transaction(self, write: bool = True) -> Iterator[_PgTx]:
+        try:
+            with self._conn.transaction():
+                yield _PgTx(self._conn, self._queries)
+        except psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL store: {exc}") from exc
+
+    def schema_version(self) -> int:
+        row = self._conn.execute("SELECT max(version) AS v FROM schema_migrations").fetchone()
+        return int(row["v"] or 0) if row else 0
+
+    def _migrate(self) -> None:
+        known = migrations(self.backend)
+        with self._conn.transaction():
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+                " name TEXT NOT NULL, applied DOUBLE PRECISION NOT NULL)"
+            )
+            current = self.schema_version()
+            if current > len(known):
+                raise StoreError(
+                    f"store has schema version {current}, newer than this Thresher knows"
+                    f" ({len(known)}): upgrade Thresher"
+                )
+            for m in known[current:]:
+                self._conn.execute(m.sql.encode())
+                self._conn.execute(
+                    "INSERT INTO schema_migrations VALUES (%s, %s, %s)",
+                    (m.version, m.name, time.time()),
+                )
+
+    def close(self) -> None:
+        self._conn.close()

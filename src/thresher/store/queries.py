@@ -1,0 +1,52 @@
+"""Named SQL queries, loaded from the `.sql` files beside this module.
+
+`queries/*.sql` holds the SQL both backends share; `queries/<backend>/*.sql` overrides a
+query by name where the dialects differ. A file is a series of blocks, each starting
+with `-- name: some_name`. Parameters are written `:name`; the PostgreSQL side rewrites
+them to psycopg's `%(name)s` (leaving `::type` casts alone).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+__all__ = ["load_queries"]
+
+_NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def _parse(text: str, origin: str) -> dict[str, str]:
+    parts = _NAME.split(text)
+    if parts[0].strip() and not all(
+        line.startswith("--") or not line.strip() for line in parts[0].splitlines()
+    ):
+        raise ValueError(f"{origin}: SQL before the first '-- name:' line")
+    out: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in out:
+            raise ValueError(f"{origin}: query {name!r} defined twice")
+        out[name] = body.strip().rstrip(";")
+    return out
+
+
+@cache
+def load_queries(backend: str) -> dict[str, str]:
+    root = resources.files("thresher.store").joinpath("queries")
+    queries: dict[str, str] = {}
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            queries.update(_parse(entry.read_text("utf-8"), entry.name))
+    override = root.joinpath(backend)
+    if override.is_dir():
+        for entry in sorted(override.iterdir(), key=lambda e: e.name):
+            if entry.name.endswith(".sql"):
+                for name, sql in _parse(entry.read_text("utf-8"), entry.name).items():
+                    if name not in queries:
+                        raise ValueError(f"{backend}/{entry.name}: {name!r} overrides nothing")
+                    queries[name] = sql
+    if backend == "postgres":
+        queries = {k: _PARAM.sub(r"%(\1)s", v.replace("%", "%%")) for k, v in queries.items()}
+    return queries

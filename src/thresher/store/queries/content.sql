@@ -1,0 +1,36 @@
+-- Results written by the built-in source types.
+
+-- name: insert_synthetic_result
+INSERT INTO synthetic_results (source, job_key, owner, value, written)
+VALUES (:source, :job_key, :owner, :value, :now)
+
+-- name: synthetic_results
+SELECT source, job_key, owner, value FROM synthetic_results WHERE source = :source ORDER BY id
+
+-- name: get_document
+SELECT * FROM documents WHERE source = :source AND url = :url
+
+-- name: upsert_document
+INSERT INTO documents (source, url, status, sha256, length, content_type, etag,
+                       last_modified, fetched, changed, fetches, error)
+VALUES (:source, :url, :status, :sha256, :length, :content_type, :etag,
+        :last_modified, :now, :now, 1, :error)
+ON CONFLICT (source, url) DO UPDATE SET
+    status = excluded.status,
+    sha256 = coalesce(excluded.sha256, documents.sha256),
+    length = coalesce(excluded.length, documents.length),
+    content_type = coalesce(excluded.content_type, documents.content_type),
+    etag = coalesce(excluded.etag, documents.etag),
+    last_modified = coalesce(excluded.last_modified, documents.last_modified),
+    changed = CASE WHEN excluded.sha256 IS NOT NULL
+                    AND excluded.sha256 IS DISTINCT FROM documents.sha256
+                   THEN excluded.fetched ELSE documents.changed END,
+    fetched = excluded.fetched,
+    fetches = documents.fetches + 1,
+    error = excluded.error
+
+-- name: list_documents
+SELECT * FROM documents WHERE source = :source ORDER BY url
+
+-- name: count_documents
+SELECT count(*) AS n FROM documents WHERE source = :source

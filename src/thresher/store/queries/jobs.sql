@@ -1,0 +1,89 @@
+-- The job table. A job is claimed with a lease, renewed by heartbeats, and finished
+-- (done, retried or failed) only by the lease's owner, in the caller's transaction.
+-- :runs is a JSON array of source_run ids that a worker serves.
+
+-- name: insert_job
+INSERT INTO jobs (kind, key, parent_id, waits_for, source, source_run_id, payload,
+                  max_attempts, priority, not_before, created, updated)
+VALUES (:kind, :key, :parent_id, :waits_for, :source, :source_run_id, :payload,
+        :max_attempts, :priority, :now, :now, :now)
+ON CONFLICT (key) DO NOTHING
+RETURNING id
+
+-- name: get_job
+SELECT * FROM jobs WHERE id = :id
+
+-- name: get_job_by_key
+SELECT * FROM jobs WHERE key = :key
+
+-- name: claim_job
+UPDATE jobs
+SET state = 'leased', lease_owner = :owner, lease_expires = :expires, updated = :now
+WHERE id = (
+    SELECT j.id FROM jobs j
+    WHERE j.state = 'pending' AND j.not_before <= :now
+      AND j.source_run_id IN (SELECT value FROM json_each(:runs))
+      AND (j.waits_for IS NULL OR NOT EXISTS (
+            SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for AND c.state <> 'done'))
+    ORDER BY j.priority DESC, j.id
+    LIMIT 1)
+RETURNING *
+
+-- name: finish_job
+UPDATE jobs
+SET state = :state, attempts = attempts + 1, result = :result, last_error = :error,
+    lease_owner = NULL, lease_expires = NULL, updated = :now
+WHERE id = :id AND state = 'leased' AND lease_owner = :owner
+
+-- name: retry_job
+UPDATE jobs
+SET state = 'pending', attempts = attempts + 1, not_before = :not_before, last_error = :error,
+    lease_owner = NULL, lease_expires = NULL, updated = :now
+WHERE id = :id AND state = 'leased' AND lease_owner = :owner
+
+-- name: renew_leases
+UPDATE jobs SET lease_expires = :expires
+WHERE state = 'leased' AND lease_owner = :owner
+
+-- name: release_leases
+UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires = NULL, updated = :now
+WHERE state = 'leased' AND lease_owner = :owner
+
+-- name: expire_leases
+UPDATE jobs
+SET state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'pending' END,
+    attempts = attempts + 1,
+    last_error = 'lease expired: worker ' || lease_owner || ' stopped without finishing',
+    lease_owner = NULL, lease_expires = NULL, not_before = :now, updated = :now
+WHERE state = 'leased' AND lease_expires < :now
+RETURNING id, state, parent_id, key
+
+-- name: fail_waiting_commits
+UPDATE jobs SET state = 'failed', last_error = :error, updated = :now
+WHERE waits_for = :parent_id AND state = 'pending'
+RETURNING id, parent_id, key
+
+-- name: run_job_counts
+SELECT state, count(*) AS n FROM jobs WHERE source_run_id = :run GROUP BY state
+
+-- name: job_counts
+SELECT state, count(*) AS n FROM jobs GROUP BY state
+
+-- name: open_jobs
+SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS next_due
+FROM jobs
+WHERE source_run_id IN (SELECT value FROM json_each(:runs)) AND state IN ('pending', 'leased')
+
+-- name: first_failure
+SELECT key, kind, last_error FROM jobs
+WHERE source_run_id = :run AND state = 'failed' AND last_error NOT LIKE 'not committed:%'
+ORDER BY id LIMIT 1
+
+-- name: leased_jobs
+SELECT id, kind, key, source, lease_owner, lease_expires, attempts, updated FROM jobs
+WHERE state = 'leased' ORDER BY id
+
+-- name: list_jobs
+SELECT id, kind, key, parent_id, waits_for, source, source_run_id, state, attempts,
+       max_attempts, lease_owner, not_before, last_error, result
+FROM jobs WHERE source_run_id = :run ORDER BY id

@@ -1,0 +1,51 @@
+-- The source directory and the record of each source's runs.
+
+-- name: insert_source
+INSERT INTO sources (name, type, url, options, created, updated)
+VALUES (:name, :type, :url, :options, :now, :now)
+ON CONFLICT (name) DO NOTHING
+
+-- name: get_source
+SELECT * FROM sources WHERE name = :name
+
+-- name: list_sources
+SELECT * FROM sources ORDER BY name
+
+-- name: delete_source
+DELETE FROM sources WHERE name = :name
+
+-- name: open_source_run
+INSERT INTO source_runs (source, started) VALUES (:source, :now)
+RETURNING id
+
+-- name: get_open_run
+SELECT * FROM source_runs WHERE source = :source AND outcome = 'running'
+
+-- name: set_run_root
+UPDATE source_runs SET root_job_id = :root WHERE id = :id
+
+-- name: close_source_run
+UPDATE source_runs SET finished = :now, outcome = :outcome, counts = :counts, error = :error
+WHERE id = :id AND outcome = 'running'
+
+-- name: last_runs
+SELECT r.* FROM source_runs r
+WHERE r.id = (SELECT max(id) FROM source_runs WHERE source = r.source)
+
+-- name: last_error
+SELECT error, finished FROM source_runs
+WHERE source = :source AND error IS NOT NULL ORDER BY id DESC LIMIT 1
+
+-- name: upsert_worker
+INSERT INTO workers (owner, hostname, pid, started, heartbeat)
+VALUES (:owner, :hostname, :pid, :now, :now)
+ON CONFLICT (owner) DO UPDATE SET heartbeat = :now, stopped = NULL
+
+-- name: count_worker_job
+UPDATE workers SET jobs_done = jobs_done + 1 WHERE owner = :owner
+
+-- name: stop_worker
+UPDATE workers SET stopped = :now, heartbeat = :now WHERE owner = :owner
+
+-- name: live_workers
+SELECT * FROM workers WHERE stopped IS NULL AND heartbeat >= :since ORDER BY owner
