@@ -108,11 +108,12 @@ class ExecutionPlan:
 
     def _open_run(self, tx: Tx, source: Source, now: float) -> int:
         open_run = tx.one("get_open_run", source=source.name)
-        if open_run is not None:
+        row = None if open_run else tx.one("open_source_run", source=source.name, now=now)
+        if row is None:
+            open_run = open_run or tx.one("get_open_run", source=source.name)
+            assert open_run is not None
             log.info("%s: resuming run %s", source.name, open_run["id"])
             return int(open_run["id"])
-        row = tx.one("open_source_run", source=source.name, now=now)
-        assert row is not None
         run_id = int(row["id"])
         spec = JobSpec(
             get_type(source.type).root_kind,

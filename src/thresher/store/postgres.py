@@ -58,7 +58,11 @@ class PostgresStore:
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
             raise StoreUnavailable(f"cannot connect to PostgreSQL store: {reason}") from None
         self._queries = load_queries(self.backend)
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_PgTx]:

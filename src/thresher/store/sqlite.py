@@ -64,7 +64,11 @@ class SQLiteStore:
             raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from None
         self._conn = conn
         self._queries = load_queries(self.backend)
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_SQLiteTx]:

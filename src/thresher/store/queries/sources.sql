@@ -15,7 +15,10 @@ SELECT * FROM sources ORDER BY name
 DELETE FROM sources WHERE name = :name
 
 -- name: open_source_run
+-- Two processes starting the same source at once: one inserts, the other gets nothing
+-- and resumes the run the first opened.
 INSERT INTO source_runs (source, started) VALUES (:source, :now)
+ON CONFLICT (source) WHERE outcome = 'running' DO NOTHING
 RETURNING id
 
 -- name: get_open_run

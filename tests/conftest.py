@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from pg import PgServer, find_pg_bin
+from thresher.store import Store, open_store
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> Iterator[str]:
+    """A PostgreSQL server on which tests create and drop their own databases."""
+    if os.environ.get("THRESHER_TEST_PG"):
+        yield os.environ["THRESHER_TEST_PG"]
+        return
+    bindir = find_pg_bin()
+    if bindir is None:
+        if os.environ.get("CI"):
+            pytest.fail("PostgreSQL is not installed: .ci/run should have installed it")
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql)")
+    server = PgServer(bindir).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def new_pg_database(admin_url: str) -> str:
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return admin_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+    """A new, empty store of each backend: every test using it runs twice."""
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'thresher.db'}"
+    return new_pg_database(request.getfixturevalue("pg_admin_url"))
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    s = open_store(store_url)
+    try:
+        yield s
+    finally:
+        s.close()

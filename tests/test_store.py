@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from thresher.errors import ConfigError, StoreError, StoreUnavailable
+from thresher.store import Store, open_store
+from thresher.store.migrate import migrations
+from thresher.store.queries import _parse, load_queries
+
+
+def test_migrations_applied_on_open(store: Store) -> None:
+    assert store.schema_version() == len(migrations(store.backend))
+    with store.transaction() as tx:
+        assert tx.all("list_sources") == []
+
+
+def test_reopen_does_not_reapply(store_url: str) -> None:
+    first = open_store(store_url)
+    with first.transaction() as tx:
+        tx.execute("insert_source", name="a", type="synthetic", url="synthetic:", options="{}", now=1)
+    first.close()
+    again = open_store(store_url)
+    try:
+        assert again.schema_version() == len(migrations(again.backend))
+        with again.transaction(write=False) as tx:
+            assert [r["name"] for r in tx.all("list_sources")] == ["a"]
+    finally:
+        again.close()
+
+
+def test_both_backends_have_the_same_migrations() -> None:
+    sqlite = [(m.version, m.name) for m in migrations("sqlite")]
+    assert sqlite == [(m.version, m.name) for m in migrations("postgres")]
+
+
+def test_newer_schema_is_refused(store_url: str) -> None:
+    s = open_store(store_url)
+    with s.transaction() as tx:
+        # A store written by a later Thresher.
+        tx.execute("insert_source", name="x", type="t", url="u", options="{}", now=1)
+    s.close()
+    if store_url.startswith("sqlite"):
+        conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+        conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)")
+        conn.commit()
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as conn:
+            conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)")
+    with pytest.raises(StoreError, match="newer than this Thresher"):
+        open_store(store_url)
+
+
+def test_transaction_rolls_back_on_error(store: Store) -> None:
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.execute("insert_source", name="gone", type="t", url="u", options="{}", now=1)
+        raise RuntimeError("boom")
+    with store.transaction(write=False) as tx:
+        assert tx.one("get_source", name="gone") is None
+
+
+def test_sqlite_is_in_wal_mode(tmp_path: Path) -> None:
+    s = open_store(f"sqlite:///{tmp_path / 'a.db'}")
+    s.close()
+    conn = sqlite3.connect(tmp_path / "a.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()
+
+
+def test_unreachable_postgres_is_a_clear_error() -> None:
+    with pytest.raises(StoreUnavailable, match="cannot connect"):
+        open_store("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")
+
+
+def test_unknown_store_url() -> None:
+    with pytest.raises(ConfigError):
+        open_store("mysql://x")
+
+
+def test_unopenable_sqlite_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(StoreUnavailable):
+        open_store(f"sqlite:///{blocker / 'sub' / 'x.db'}")
+
+
+def test_query_files_parse_and_convert_parameters() -> None:
+    pg = load_queries("postgres")
+    assert set(pg) == set(load_queries("sqlite"))
+    assert "%(owner)s" in pg["claim_job"] and "SKIP LOCKED" in pg["claim_job"]
+    assert "::jsonb" in pg["claim_job"]
+    assert "SKIP LOCKED" not in load_queries("sqlite")["claim_job"]
+
+
+def test_query_parser_rejects_duplicates_and_stray_sql() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        _parse("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n", "x.sql")
+    with pytest.raises(ValueError, match="before the first"):
+        _parse("SELECT 0;\n-- name: a\nSELECT 1\n", "x.sql")
