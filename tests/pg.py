@@ -53,8 +53,15 @@ class PgServer:
 
     def start(self) -> PgServer:
         self._run(
-            str(self.bindir / "initdb"), "-D", str(self.data), "-U", "postgres",
-            "--auth=trust", "--no-sync", "-E", "UTF8",
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-sync",
+            "-E",
+            "UTF8",
         )
         options = (
             f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir}"
@@ -62,8 +69,15 @@ class PgServer:
             " -c max_connections=200"
         )
         self._run(
-            str(self.bindir / "pg_ctl"), "-D", str(self.data), "-o", options,
-            "-l", str(self.dir / "log"), "-w", "start",
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-o",
+            options,
+            "-l",
+            str(self.dir / "log"),
+            "-w",
+            "start",
         )
         return self
 

@@ -20,7 +20,9 @@ def test_migrations_applied_on_open(store: Store) -> None:
 def test_reopen_does_not_reapply(store_url: str) -> None:
     first = open_store(store_url)
     with first.transaction() as tx:
-        tx.execute("insert_source", name="a", type="synthetic", url="synthetic:", options="{}", now=1)
+        tx.execute(
+            "insert_source", name="a", type="synthetic", url="synthetic:", options="{}", now=1
+        )
     first.close()
     again = open_store(store_url)
     try:
@@ -50,8 +52,8 @@ def test_newer_schema_is_refused(store_url: str) -> None:
     else:
         import psycopg
 
-        with psycopg.connect(store_url, autocommit=True) as conn:
-            conn.execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)")
+        with psycopg.connect(store_url, autocommit=True) as pg:
+            pg.execute("INSERT INTO schema_migrations VALUES (999, 'future', 0)")
     with pytest.raises(StoreError, match="newer than this Thresher"):
         open_store(store_url)
 

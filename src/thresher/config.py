@@ -20,6 +20,7 @@ from .errors import ConfigError
 __all__ = ["CONFIG_FILE", "Config", "describe", "load_config"]
 
 CONFIG_FILE = "thresher.toml"
+DEFAULT_HOME = Path("thresher-data")
 DEFAULT_USER_AGENT = "Thresher/0.1 (+https://pypi.org/project/thresher/; web archive harvester)"
 
 
@@ -30,7 +31,7 @@ def _opt(default: Any, doc: str) -> Any:
 @dataclass(frozen=True)
 class Config:
     home: Path = _opt(
-        Path("thresher-data"), "Home folder: the SQLite store, content files, WARC files."
+        DEFAULT_HOME, "Home folder: the SQLite store, content files, WARC files."
     )
     db: str | None = _opt(
         None, "postgresql://… URL of a shared store; unset means SQLite in the home folder."
@@ -109,7 +110,7 @@ def load_config(
     flags = {k: v for k, v in (flags or {}).items() if v is not None}
     values: dict[str, Any] = {}
     # The home folder decides where the file is, so it cannot come from the file.
-    home = flags.get("home") or environ.get(env_name("home")) or _FIELDS["home"].default
+    home = flags.get("home") or environ.get(env_name("home")) or DEFAULT_HOME
     values["home"] = Path(home)
     path = values["home"] / CONFIG_FILE
     if path.exists():

@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from .clock import Clock
 from .config import Config
 from .errors import UsageError
-from .jobs import JobSpec, WorkerPool
-from .jobs import queue
+from .jobs import JobSpec, WorkerPool, queue
 from .jobs.worker import Listener, make_owner
 from .sources import Source, get_source, get_type, list_sources
 from .store import Tx

@@ -67,11 +67,11 @@ def _progress(console: Console | None, counts: _Counts) -> Iterator[None]:
                     progress.update(task, description=counts.line())
                     await asyncio.sleep(0.25)
 
-            yield_task = asyncio.get_event_loop().create_task(refresh())
+            refresher = asyncio.get_event_loop().create_task(refresh())
             try:
                 yield
             finally:
-                yield_task.cancel()
+                refresher.cancel()
         return
 
     async def plain() -> None:
@@ -79,11 +79,11 @@ def _progress(console: Console | None, counts: _Counts) -> Iterator[None]:
             await asyncio.sleep(PLAIN_PROGRESS_SECONDS)
             log.info("progress: %s", counts.line())
 
-    task = asyncio.get_event_loop().create_task(plain())
+    logger = asyncio.get_event_loop().create_task(plain())
     try:
         yield
     finally:
-        task.cancel()
+        logger.cancel()
 
 
 async def _main(
@@ -103,7 +103,9 @@ async def _main(
         if signals == 1:
             log.warning(
                 "%s: finishing in-flight jobs (up to %.0f s), then stopping;"
-                " send it again to stop now", signame, config.grace_seconds
+                " send it again to stop now",
+                signame,
+                config.grace_seconds,
             )
             plan.stop()
         elif main_task is not None:
@@ -127,11 +129,19 @@ async def _main(
 
 @click.command("run")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
-@click.option("--every", metavar="DURATION", help="Repeat forever, a run every DURATION (1h, 15m, 1d).")
-@click.option("-w", "--workers", type=int, help="Concurrent workers. [env THRESHER_WORKERS; default 4]")
-@click.option("--grace", "grace_seconds", type=float, help="Seconds in-flight jobs get on SIGINT/SIGTERM.")
+@click.option(
+    "--every", metavar="DURATION", help="Repeat forever, a run every DURATION (1h, 15m, 1d)."
+)
+@click.option(
+    "-w", "--workers", type=int, help="Concurrent workers. [env THRESHER_WORKERS; default 4]"
+)
+@click.option(
+    "--grace", "grace_seconds", type=float, help="Seconds in-flight jobs get on SIGINT/SIGTERM."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each run's report as a JSON line.")
-@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.option(
+    "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
+)
 @click.pass_obj
 def run_command(
     app: App,
@@ -157,8 +167,14 @@ def run_command(
     for report in reports:
         failed = failed or any(s.outcome == "failed" for s in report.sources)
         if as_json:
-            click.echo(json.dumps({"interrupted": report.interrupted,
-                                   "sources": [asdict(s) for s in report.sources]}))
+            click.echo(
+                json.dumps(
+                    {
+                        "interrupted": report.interrupted,
+                        "sources": [asdict(s) for s in report.sources],
+                    }
+                )
+            )
     if not as_json:
         for report in reports[-1:]:
             for s in report.sources:

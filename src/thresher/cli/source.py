@@ -40,7 +40,9 @@ def source_group() -> None:
     "-o", "--option", "options", multiple=True, metavar="KEY=VALUE", help="A type option; repeat."
 )
 @click.pass_obj
-def add_command(app: App, name: str, url: str, type_name: str | None, options: tuple[str, ...]) -> None:
+def add_command(
+    app: App, name: str, url: str, type_name: str | None, options: tuple[str, ...]
+) -> None:
     """Add source NAME harvesting URL."""
     raw: dict[str, str] = {}
     for item in options:

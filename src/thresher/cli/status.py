@@ -51,6 +51,4 @@ def status_command(app: App, as_json: bool) -> None:
     for r in status["running"]:
         console.print(f"running: {r['job']} ({r['kind']}) by {r['owner']} since {r['since']}")
     for w in status["workers"]:
-        console.print(
-            f"worker: {w['name']} heartbeat {w['heartbeat']}, {w['jobs_done']} jobs done"
-        )
+        console.print(f"worker: {w['name']} heartbeat {w['heartbeat']}, {w['jobs_done']} jobs done")

@@ -23,9 +23,7 @@ def is_transient(exc: BaseException) -> bool:
         return True
     if isinstance(exc, aiohttp.ClientError | OSError | sqlite3.OperationalError):
         return True
-    if isinstance(exc, ThresherError):
-        return False
-    return True
+    return not isinstance(exc, ThresherError)
 
 
 def backoff_delay(
@@ -41,7 +39,7 @@ def backoff_delay(
     `attempts` is the number of attempts made so far (1 after the first failure). A
     server's Retry-After is honoured when it asks for longer.
     """
-    exp = min(cap, base * 2 ** max(0, attempts - 1))
+    exp = min(cap, base * 2.0 ** max(0, attempts - 1))
     delay = exp / 2 + (rng or random).uniform(0, exp / 2)
     if retry_after is not None:
         delay = max(delay, min(retry_after, cap))

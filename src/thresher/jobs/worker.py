@@ -18,6 +18,8 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+from functools import partial
 
 import aiohttp
 
@@ -119,43 +121,46 @@ class WorkerPool:
         return self.stats
 
     async def _drain(self, tasks: list[asyncio.Task[None]]) -> None:
-        stop_wait = asyncio.create_task(self._stopping.wait())
-        all_done = asyncio.gather(*tasks)
+        stop_wait: asyncio.Task[Any] = asyncio.create_task(self._stopping.wait())
+        pending: set[asyncio.Task[Any]] = set(tasks)
         try:
-            await asyncio.wait({stop_wait, all_done}, return_when=asyncio.FIRST_COMPLETED)
-            if not all_done.done():
-                # Stopping: give in-flight jobs the grace period, then cut them off.
-                _, pending = await asyncio.wait(tasks, timeout=self.config.grace_seconds)
-                for task in pending:
+            while pending:
+                done, pending = await asyncio.wait(
+                    pending | {stop_wait}, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(stop_wait)
+                for task in done - {stop_wait}:
+                    task.result()  # a worker that crashed (store gone) ends the pool
+                if stop_wait in done:
+                    break
+            if pending:
+                # Stopping: in-flight jobs get the grace period, then are cut off.
+                _, late = await asyncio.wait(pending, timeout=self.config.grace_seconds)
+                for task in late:
                     task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-            else:
-                all_done.result()
         finally:
             stop_wait.cancel()
-            if not all_done.done():
-                all_done.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await all_done
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _heartbeat(self) -> None:
         host = socket.gethostname()
         while True:
             await self.clock.sleep(self.config.heartbeat_seconds)
-            now = self.clock.now()
-
-            def beat(tx: Tx) -> None:
-                queue.renew(tx, self.owner, now, self.config.lease_seconds)
-                tx.execute(
-                    "upsert_worker", owner=self.owner, hostname=host, pid=os.getpid(), now=now
-                )
-                if queue.expire_leases(tx, now):
-                    self._wake.set()
-
             try:
-                await self.store.run(beat)
+                expired = await self.store.run(partial(self._beat, now=self.clock.now(), host=host))
             except Exception as exc:  # a missed heartbeat is survivable; the next may work
                 log.warning("heartbeat failed: %s", exc)
+                continue
+            if expired:
+                self._wake.set()
+
+    def _beat(self, tx: Tx, now: float, host: str) -> int:
+        """Renew our leases, say we are alive, and free the jobs of workers that are not."""
+        queue.renew(tx, self.owner, now, self.config.lease_seconds)
+        tx.execute("upsert_worker", owner=self.owner, hostname=host, pid=os.getpid(), now=now)
+        return queue.expire_leases(tx, now)
 
     async def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
@@ -167,9 +172,14 @@ class WorkerPool:
 
     async def _work(self, index: int) -> None:
         while not self._stopping.is_set() and not self._finished.is_set():
-            now = self.clock.now()
             job = await self.store.run(
-                lambda tx: queue.claim(tx, self.owner, self.runs, now, self.config.lease_seconds)
+                partial(
+                    queue.claim,
+                    owner=self.owner,
+                    runs=self.runs,
+                    now=self.clock.now(),
+                    lease=self.config.lease_seconds,
+                )
             )
             if job is None:
                 await self._idle()

@@ -61,8 +61,11 @@ async def _run(ctx: JobContext) -> Outcome:
     opts = ctx.job.payload["options"]
     jobs, fanout = int(opts["jobs"]), max(1, int(opts["fanout"]))
     groups = tuple(
-        JobSpec("synthetic.group", f"g{start}", {"start": start, "count": min(fanout, jobs - start),
-                                                 "options": opts})
+        JobSpec(
+            "synthetic.group",
+            f"g{start}",
+            {"start": start, "count": min(fanout, jobs - start), "options": opts},
+        )
         for start in range(0, jobs, fanout)
     )
     return Outcome(

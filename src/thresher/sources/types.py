@@ -48,9 +48,7 @@ class SourceType:
         unknown = sorted(set(raw) - set(self.options))
         if unknown:
             known = ", ".join(sorted(self.options)) or "none"
-            raise SourceError(
-                f"type {self.name} has no option {unknown[0]!r} (options: {known})"
-            )
+            raise SourceError(f"type {self.name} has no option {unknown[0]!r} (options: {known})")
         options = {k: opt.default for k, opt in self.options.items()}
         options.update({k: self.options[k].parse(k, v) for k, v in raw.items()})
         return self.check_url(url), options

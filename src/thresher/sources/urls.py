@@ -11,9 +11,9 @@ on the document, not retried; 408, 429 and 5xx are retried with backoff.
 from __future__ import annotations
 
 import hashlib
-import time
 import os
 import tempfile
+import time
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
@@ -132,8 +132,15 @@ async def _fetch(ctx: JobContext) -> Outcome:
             headers["If-Modified-Since"] = known["last_modified"]
     session = await ctx.http()
     doc: dict[str, Any] = dict(
-        source=source, url=url, sha256=None, length=None, content_type=None, etag=None,
-        last_modified=None, error=None, now=ctx.clock.now(),
+        source=source,
+        url=url,
+        sha256=None,
+        length=None,
+        content_type=None,
+        etag=None,
+        last_modified=None,
+        error=None,
+        now=ctx.clock.now(),
     )
     async with session.get(url, headers=headers) as resp:
         doc["status"] = resp.status
@@ -153,9 +160,7 @@ async def _fetch(ctx: JobContext) -> Outcome:
     def write(tx: Tx) -> None:
         tx.execute("upsert_document", **doc)
 
-    return Outcome(
-        result={"status": resp.status, "sha256": doc["sha256"]}, write=write
-    )
+    return Outcome(result={"status": resp.status, "sha256": doc["sha256"]}, write=write)
 
 
 async def _save_body(

@@ -31,17 +31,17 @@ class _PgTx:
         self._queries = queries
 
     def execute(self, query: str, **params: Any) -> int:
-        return self._conn.execute(self._queries[query], params).rowcount  # type: ignore[arg-type]
+        return self._conn.execute(self._queries[query], params).rowcount
 
     def one(self, query: str, **params: Any) -> Row | None:
-        return self._conn.execute(self._queries[query], params).fetchone()  # type: ignore[arg-type]
+        return self._conn.execute(self._queries[query], params).fetchone()
 
     def all(self, query: str, **params: Any) -> list[Row]:
-        return self._conn.execute(self._queries[query], params).fetchall()  # type: ignore[arg-type]
+        return self._conn.execute(self._queries[query], params).fetchall()
 
     def stream(self, query: str, **params: Any) -> Iterator[Row]:
-        with self._conn.cursor(name=None) as cur:
-            cur.execute(self._queries[query], params)  # type: ignore[arg-type]
+        with self._conn.cursor() as cur:
+            cur.execute(self._queries[query], params)
             yield from cur
 
 

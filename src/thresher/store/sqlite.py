@@ -116,7 +116,8 @@ class SQLiteStore:
                 for statement in _statements(m.sql):
                     self._conn.execute(statement)
                 self._conn.execute(
-                    "INSERT INTO schema_migrations VALUES (?, ?, ?)", (m.version, m.name, time.time())
+                    "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                    (m.version, m.name, time.time()),
                 )
         except BaseException:
             self._conn.execute("ROLLBACK")

@@ -1,0 +1,246 @@
+"""The job queue's transitions, on both backends, with time passed in by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import MAX, add_job, new_run, states
+from thresher.errors import LeaseLost
+from thresher.jobs import Job, JobSpec, JobState, Outcome, queue
+from thresher.store import Store, Tx
+
+LEASE = 60.0
+
+
+def claim(store: Store, owner: str, run: int, now: float) -> Job | None:
+    with store.transaction() as tx:
+        return queue.claim(tx, owner, [run], now, LEASE)
+
+
+def test_enqueue_is_idempotent_by_key(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        first = add_job(tx, run, "a")
+        again = queue.enqueue(
+            tx,
+            JobSpec("k", "a"),
+            key=f"run{run}:a",
+            now=0,
+            default_max_attempts=MAX,
+            source_run_id=run,
+        )
+    assert first and again is None
+
+
+def test_claim_leases_one_job_to_one_owner(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+    job = claim(store, "w1", run, now=10)
+    assert job is not None and job.state is JobState.LEASED
+    assert job.lease_owner == "w1" and job.lease_expires == 10 + LEASE
+    assert claim(store, "w2", run, now=11) is None
+
+
+def test_claim_respects_not_before_and_run_scope(store: Store) -> None:
+    run, other = new_run(store, "a"), new_run(store, "b")
+    with store.transaction() as tx:
+        add_job(tx, other, "x")
+    assert claim(store, "w", run, now=0) is None
+    with store.transaction() as tx:
+        add_job(tx, run, "later", now=100)  # not_before = now of insertion
+    assert claim(store, "w", run, now=50) is None
+    assert claim(store, "w", run, now=100) is not None
+
+
+def test_complete_commits_result_writes_and_children_once(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "root")
+    job = claim(store, "w", run, now=1)
+    assert job is not None
+
+    def write(tx: Tx) -> None:
+        tx.execute(
+            "insert_synthetic_result", source="src", job_key=job.key, owner="w", value="v", now=1
+        )
+
+    outcome = Outcome(
+        result={"n": 2}, write=write, children=(JobSpec("k", "c1"), JobSpec("k", "c2"))
+    )
+    with store.transaction() as tx:
+        queue.complete(tx, job, "w", outcome, now=2, default_max_attempts=MAX)
+    with pytest.raises(LeaseLost), store.transaction() as tx:
+        queue.complete(tx, job, "w", outcome, now=3, default_max_attempts=MAX)
+    with store.transaction() as tx:
+        assert len(tx.all("synthetic_results", source="src")) == 1
+        done = tx.one("get_job", id=job.id)
+        assert done is not None and done["state"] == "done" and done["attempts"] == 1
+    assert states(store, run) == {
+        f"run{run}:root": "done",
+        f"run{run}:root/c1": "pending",
+        f"run{run}:root/c2": "pending",
+        f"run{run}:root#commit": "pending",
+    }
+
+
+def test_commit_runs_only_after_every_child_is_done(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "root")
+    root = claim(store, "w", run, 0)
+    assert root is not None
+    with store.transaction() as tx:
+        queue.complete(
+            tx,
+            root,
+            "w",
+            Outcome(children=(JobSpec("k", "a"), JobSpec("k", "b")), commit=JobSpec("c", "commit")),
+            0,
+            MAX,
+        )
+    a = claim(store, "w", run, 1)
+    b = claim(store, "w", run, 1)
+    assert a is not None and b is not None
+    assert {a.key, b.key} == {f"run{run}:root/a", f"run{run}:root/b"}
+    assert claim(store, "w", run, 1) is None, "commit must wait for both children"
+    with store.transaction() as tx:
+        queue.complete(tx, a, "w", Outcome(), 2, MAX)
+    assert claim(store, "w", run, 2) is None, "commit must wait for the second child"
+    with store.transaction() as tx:
+        queue.complete(tx, b, "w", Outcome(), 3, MAX)
+    commit = claim(store, "w", run, 3)
+    assert commit is not None and commit.kind == "c" and commit.is_commit
+
+
+def test_nested_commits_wait_for_the_whole_subtree(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "root")
+    root = claim(store, "w", run, 0)
+    assert root is not None
+    with store.transaction() as tx:
+        queue.complete(tx, root, "w", Outcome(children=(JobSpec("k", "month"),)), 0, MAX)
+    month = claim(store, "w", run, 0)
+    assert month is not None and month.key.endswith("/month")
+    # The month spawns messages without naming a commit: a join is added for it.
+    with store.transaction() as tx:
+        queue.complete(tx, month, "w", Outcome(children=(JobSpec("k", "msg"),)), 0, MAX)
+    msg = claim(store, "w", run, 0)
+    assert msg is not None and msg.key.endswith("/month/msg")
+    assert claim(store, "w", run, 0) is None, "neither the month's join nor the root's commit"
+    with store.transaction() as tx:
+        queue.complete(tx, msg, "w", Outcome(), 0, MAX)
+    join = claim(store, "w", run, 0)
+    assert join is not None and join.key.endswith("/month#commit")
+    assert claim(store, "w", run, 0) is None
+    with store.transaction() as tx:
+        queue.complete(tx, join, "w", Outcome(), 0, MAX)
+    top = claim(store, "w", run, 0)
+    assert top is not None and top.key == f"run{run}:root#commit"
+
+
+def test_permanent_child_failure_blocks_commits_up_the_tree(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "root")
+    root = claim(store, "w", run, 0)
+    assert root is not None
+    with store.transaction() as tx:
+        queue.complete(tx, root, "w", Outcome(children=(JobSpec("k", "m"),)), 0, MAX)
+    month = claim(store, "w", run, 0)
+    assert month is not None
+    with store.transaction() as tx:
+        queue.complete(
+            tx, month, "w", Outcome(children=(JobSpec("k", "x"), JobSpec("k", "y"))), 0, MAX
+        )
+    x = claim(store, "w", run, 0)
+    assert x is not None
+    with store.transaction() as tx:
+        queue.fail(tx, x, "w", "404 for good", 0)
+    final = states(store, run)
+    assert final[f"run{run}:root/m#commit"] == "failed"
+    assert final[f"run{run}:root#commit"] == "failed"
+    assert final[f"run{run}:root/m/y"] == "pending", "siblings still run"
+    with store.transaction() as tx:
+        row = tx.one("get_job_by_key", key=f"run{run}:root#commit")
+        assert row is not None and "not committed" in row["last_error"]
+        failure = tx.one("first_failure", run=run)
+        assert failure is not None and failure["last_error"] == "404 for good"
+
+
+def test_expired_lease_returns_job_with_one_more_attempt(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+    job = claim(store, "dead", run, 0)
+    assert job is not None
+    with store.transaction() as tx:
+        assert queue.expire_leases(tx, LEASE - 1) == 0
+        assert queue.expire_leases(tx, LEASE + 1) == 1
+    again = claim(store, "alive", run, LEASE + 1)
+    assert again is not None and again.attempts == 1 and "lease expired" in (again.last_error or "")
+    # The dead worker wakes up and tries to commit: refused, nothing written.
+    with pytest.raises(LeaseLost), store.transaction() as tx:
+        queue.complete(tx, job, "dead", Outcome(result=1), LEASE + 2, MAX)
+
+
+def test_heartbeat_renewal_keeps_the_lease(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+    assert claim(store, "w", run, 0) is not None
+    for t in (20, 40, 60, 80):
+        with store.transaction() as tx:
+            assert queue.renew(tx, "w", t, LEASE) == 1
+            assert queue.expire_leases(tx, t + 1) == 0
+
+
+def test_lease_expiry_past_the_limit_fails_and_says_why(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a", max_attempts=2)
+    now = 0.0
+    for _ in range(2):
+        assert claim(store, "w", run, now) is not None
+        now += LEASE + 1
+        with store.transaction() as tx:
+            queue.expire_leases(tx, now)
+    with store.transaction() as tx:
+        row = tx.one("get_job_by_key", key=f"run{run}:a")
+    assert row is not None and row["state"] == "failed" and row["attempts"] == 2
+    assert "lease expired" in row["last_error"]
+
+
+def test_retry_backs_off_then_fails_past_the_limit(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+    now = 0.0
+    for attempt in range(1, MAX + 1):
+        job = claim(store, "w", run, now)
+        assert job is not None and job.attempts == attempt - 1
+        with store.transaction() as tx:
+            state = queue.retry(tx, job, "w", "timeout", now, delay=10)
+        if attempt < MAX:
+            assert state is JobState.PENDING
+            assert claim(store, "w", run, now + 9) is None, "not before the backoff"
+            now += 10
+        else:
+            assert state is JobState.FAILED
+    with store.transaction() as tx:
+        row = tx.one("get_job_by_key", key=f"run{run}:a")
+    assert row is not None and row["attempts"] == MAX
+    assert row["last_error"] == f"timeout (gave up after {MAX} attempts)"
+
+
+def test_release_hands_back_without_counting_an_attempt(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+        add_job(tx, run, "b")
+    assert claim(store, "w", run, 0) and claim(store, "w", run, 0)
+    with store.transaction() as tx:
+        assert queue.release(tx, "w", 1) == 2
+    job = claim(store, "other", run, 1)
+    assert job is not None and job.attempts == 0
