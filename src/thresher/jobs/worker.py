@@ -18,8 +18,8 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 from functools import partial
+from typing import Any
 
 import aiohttp
 

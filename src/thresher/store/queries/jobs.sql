@@ -30,8 +30,10 @@ WHERE id = (
 RETURNING *
 
 -- name: finish_job
+-- A job done after a failed attempt keeps that attempt's error: it is its history.
 UPDATE jobs
-SET state = :state, attempts = attempts + 1, result = :result, last_error = :error,
+SET state = :state, attempts = attempts + 1, result = :result,
+    last_error = coalesce(:error, last_error),
     lease_owner = NULL, lease_expires = NULL, updated = :now
 WHERE id = :id AND state = 'leased' AND lease_owner = :owner
 
