@@ -55,12 +55,12 @@ class Home:
         if self.db:
             with psycopg.connect(self.db, row_factory=dict_row) as conn:
                 return conn.execute(sql.encode()).fetchall()
-        conn = sqlite3.connect(self.path / "thresher.db", timeout=60)
-        conn.row_factory = sqlite3.Row
+        db = sqlite3.connect(self.path / "thresher.db", timeout=60)
+        db.row_factory = sqlite3.Row
         try:
-            return [dict(r) for r in conn.execute(sql)]
+            return [dict(r) for r in db.execute(sql)]
         finally:
-            conn.close()
+            db.close()
 
     def results(self, source: str) -> Counter[str]:
         rows = self.query(f"SELECT job_key FROM synthetic_results WHERE source = '{source}'")

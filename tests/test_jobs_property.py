@@ -170,8 +170,8 @@ class JobMachine(RuleBasedStateMachine):
 
 
 def _run(make_store: Callable[[], Store], examples: int) -> None:
-    JobMachine.make_store = staticmethod(make_store)  # type: ignore[assignment]
-    run_state_machine_as_test(
+    JobMachine.make_store = staticmethod(make_store)
+    run_state_machine_as_test(  # type: ignore[no-untyped-call]
         JobMachine,
         settings=settings(
             max_examples=examples,
