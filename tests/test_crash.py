@@ -53,7 +53,7 @@ def test_kill_9_at_random_moments_loses_and_repeats_nothing(
     finished = False
     for _ in range(12):
         proc = home.start("run")
-        time.sleep(rng.uniform(0.3, 2.5))
+        time.sleep(rng.uniform(0.3, 2.0))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.communicate()

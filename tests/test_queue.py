@@ -244,3 +244,35 @@ def test_release_hands_back_without_counting_an_attempt(store: Store) -> None:
         assert queue.release(tx, "w", 1) == 2
     job = claim(store, "other", run, 1)
     assert job is not None and job.attempts == 0
+
+
+def test_a_dead_local_worker_loses_its_leases_at_once(store: Store) -> None:
+    import subprocess
+
+    from thresher.jobs.worker import _BOOT_ID, _HOST, is_dead_here
+
+    if _BOOT_ID is None:
+        pytest.skip("no boot id on this system: only lease expiry applies")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    alive = subprocess.Popen(["sleep", "30"])
+    try:
+        run = new_run(store)
+        with store.transaction() as tx:
+            add_job(tx, run, "a")
+            add_job(tx, run, "b")
+            for owner, pid in (("dead", dead.pid), ("alive", alive.pid)):
+                tx.execute(
+                    "upsert_worker", owner=owner, hostname=_HOST, pid=pid, boot_id=_BOOT_ID, now=0
+                )
+        assert claim(store, "dead", run, 0) and claim(store, "alive", run, 0)
+        with store.transaction() as tx:
+            assert queue.expire_dead_owners(tx, 1, is_dead_here) == 1
+        final = states(store, run)
+        assert sorted(final.values()) == ["leased", "pending"]
+        again = claim(store, "new", run, 1)
+        assert again is not None and again.attempts == 1
+        assert "died without finishing" in (again.last_error or "")
+    finally:
+        alive.kill()
+        alive.wait()

@@ -104,3 +104,38 @@ def test_query_parser_rejects_duplicates_and_stray_sql() -> None:
         _parse("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n", "x.sql")
     with pytest.raises(ValueError, match="before the first"):
         _parse("SELECT 0;\n-- name: a\nSELECT 1\n", "x.sql")
+
+
+def test_upgrade_from_version_1_keeps_data(store_url: str) -> None:
+    """An old store is migrated forward on open, its rows intact."""
+    first = migrations("sqlite" if store_url.startswith("sqlite") else "postgres")[0]
+    create = (
+        "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+        " applied REAL NOT NULL)"
+    )
+    worker = (
+        "INSERT INTO workers (owner, hostname, pid, started, heartbeat) VALUES ('w', 'h', 1, 0, 0)"
+    )
+    if store_url.startswith("sqlite"):
+        conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+        conn.executescript(
+            f"{create};\n{first.sql}\nINSERT INTO schema_migrations VALUES"
+            f" (1, 'initial', 0);\n{worker};"
+        )
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as pg:
+            pg.execute(create.encode())
+            pg.execute(first.sql.encode())
+            pg.execute(b"INSERT INTO schema_migrations VALUES (1, 'initial', 0)")
+            pg.execute(worker.encode())
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend)) >= 2
+        with upgraded.transaction(write=False) as tx:
+            [row] = tx.all("live_workers", since=-1)
+        assert row["owner"] == "w" and row["boot_id"] is None
+    finally:
+        upgraded.close()

@@ -30,7 +30,9 @@ def _opt(default: Any, doc: str) -> Any:
 
 @dataclass(frozen=True)
 class Config:
-    home: Path = _opt(DEFAULT_HOME, "Home folder: the SQLite store, content files, WARC files.")
+    home: Path = _opt(
+        DEFAULT_HOME, "Home folder: the SQLite store, thresher.toml and harvested content."
+    )
     db: str | None = _opt(
         None, "postgresql://… URL of a shared store; unset means SQLite in the home folder."
     )

@@ -9,11 +9,11 @@ an attempt checks that the caller still owns the lease, so a worker whose lease 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import LeaseLost
-from ..store import Tx
+from ..store import Row, Tx
 from .model import JOIN_KIND, Job, JobSpec, JobState, Outcome
 
 __all__ = [
@@ -21,6 +21,7 @@ __all__ = [
     "claim",
     "complete",
     "enqueue",
+    "expire_dead_owners",
     "expire_leases",
     "fail",
     "release",
@@ -146,6 +147,20 @@ def expire_leases(tx: Tx, now: float) -> int:
         tx, [(r["parent_id"], r["key"]) for r in rows if r["state"] == JobState.FAILED], now
     )
     return len(rows)
+
+
+def expire_dead_owners(tx: Tx, now: float, is_dead: Callable[[Row], bool]) -> int:
+    """Like expire_leases, at once, for owners `is_dead` knows to be gone (a process of
+    this machine that no longer exists): a restart need not wait out their leases."""
+    count = 0
+    for owner in tx.all("leased_owners"):
+        if is_dead(owner):
+            rows = tx.all("expire_owner_leases", owner=owner["owner"], now=now)
+            _fail_commits_above(
+                tx, [(r["parent_id"], r["key"]) for r in rows if r["state"] == JobState.FAILED], now
+            )
+            count += len(rows)
+    return count
 
 
 def renew(tx: Tx, owner: str, now: float, lease: float) -> int:

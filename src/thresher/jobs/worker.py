@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -26,14 +27,14 @@ import aiohttp
 from ..clock import Clock
 from ..config import Config
 from ..errors import LeaseLost
-from ..store import Tx
+from ..store import Row, Tx
 from ..store.aio import AsyncStore
 from . import queue
 from .handlers import JobContext, handler_for
 from .model import Job, JobState
 from .retry import backoff_delay, is_transient
 
-__all__ = ["PoolStats", "WorkerPool", "make_owner"]
+__all__ = ["PoolStats", "WorkerPool", "is_dead_here", "make_owner"]
 
 log = logging.getLogger("thresher.jobs")
 
@@ -41,8 +42,39 @@ log = logging.getLogger("thresher.jobs")
 IDLE_POLL_SECONDS = 0.5
 
 
+_HOST = socket.gethostname()
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+_BOOT_ID = _boot_id()
+
+
 def make_owner(name: str | None = None) -> str:
-    return f"{name or socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+    return f"{name or _HOST}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+def is_dead_here(worker: Row) -> bool:
+    """True for a worker of this machine that is certainly gone: its machine rebooted
+    since, or its process no longer exists. Anything else waits for its lease to expire."""
+    if worker["hostname"] != _HOST or not _BOOT_ID or not worker["boot_id"]:
+        return False
+    if worker["boot_id"] != _BOOT_ID:
+        return True
+    if int(worker["pid"]) == os.getpid():
+        return False
+    try:
+        os.kill(int(worker["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # exists, owned by someone else
+    return False
 
 
 @dataclass
@@ -92,14 +124,7 @@ class WorkerPool:
         return self._stopping.is_set()
 
     async def run(self) -> PoolStats:
-        now = self.clock.now()
-        host = socket.gethostname()
-        await self.store.run(
-            lambda tx: tx.execute(
-                "upsert_worker", owner=self.owner, hostname=host, pid=os.getpid(), now=now
-            )
-        )
-        await self.store.run(lambda tx: queue.expire_leases(tx, now))
+        await self.store.run(partial(self._beat, now=self.clock.now()))
         heartbeat = asyncio.create_task(self._heartbeat(), name="thresher-heartbeat")
         tasks = [
             asyncio.create_task(self._work(i), name=f"thresher-worker-{i}")
@@ -145,22 +170,28 @@ class WorkerPool:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _heartbeat(self) -> None:
-        host = socket.gethostname()
         while True:
             await self.clock.sleep(self.config.heartbeat_seconds)
             try:
-                expired = await self.store.run(partial(self._beat, now=self.clock.now(), host=host))
+                expired = await self.store.run(partial(self._beat, now=self.clock.now()))
             except Exception as exc:  # a missed heartbeat is survivable; the next may work
                 log.warning("heartbeat failed: %s", exc)
                 continue
             if expired:
                 self._wake.set()
 
-    def _beat(self, tx: Tx, now: float, host: str) -> int:
+    def _beat(self, tx: Tx, now: float) -> int:
         """Renew our leases, say we are alive, and free the jobs of workers that are not."""
         queue.renew(tx, self.owner, now, self.config.lease_seconds)
-        tx.execute("upsert_worker", owner=self.owner, hostname=host, pid=os.getpid(), now=now)
-        return queue.expire_leases(tx, now)
+        tx.execute(
+            "upsert_worker",
+            owner=self.owner,
+            hostname=_HOST,
+            pid=os.getpid(),
+            boot_id=_BOOT_ID,
+            now=now,
+        )
+        return queue.expire_leases(tx, now) + queue.expire_dead_owners(tx, now, is_dead_here)
 
     async def _http(self) -> aiohttp.ClientSession:
         if self._session is None:

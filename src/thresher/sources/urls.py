@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
-import time
+import re
+import uuid
 from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import aiohttp
 
@@ -30,6 +31,18 @@ __all__ = ["URLS", "content_path"]
 
 _RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 
+# Errors of the URL itself that no retry can fix: a redirect loop, a redirect to a URL
+# that is not http(s) or is malformed. They are recorded on the document, like a 404.
+_BAD_URL_ERRORS: tuple[type[Exception], ...] = (
+    aiohttp.TooManyRedirects,
+    aiohttp.InvalidURL,
+    getattr(aiohttp, "NonHttpUrlClientError", aiohttp.InvalidURL),
+)
+
+# `#` starts a comment at the start of a line or after white space; a `#` inside a URL
+# is its fragment.
+_COMMENT = re.compile(r"(?:^|\s)#")
+
 
 def _check_url(url: str) -> str:
     parts = urlsplit(url)
@@ -38,7 +51,8 @@ def _check_url(url: str) -> str:
             raise SourceError(f"URL {url!r} has no host")
         return url
     if parts.scheme == "file":
-        return str(Path(parts.path).resolve())
+        # file:///a%20b/list.txt names "/a b/list.txt".
+        return str(Path(url2pathname(parts.path)).resolve())
     if parts.scheme and len(parts.scheme) > 1:
         raise SourceError(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
     return str(Path(url).resolve())
@@ -62,7 +76,8 @@ def content_path(home: Path, sha256: str) -> Path:
 
 
 async def _get_list(ctx: JobContext, where: str) -> bytes:
-    if where.startswith(("http://", "https://")):
+    # The scheme is case-insensitive: HTTP://host/list is a URL, not a file name.
+    if urlsplit(where).scheme in ("http", "https"):
         session = await ctx.http()
         async with session.get(where) as resp:
             if resp.status in _RETRY_STATUSES:
@@ -80,12 +95,17 @@ def parse_list(data: bytes) -> tuple[list[str], list[str]]:
     """The distinct http(s) URLs in a list, in order, and a reason for each rejected line."""
     urls: dict[str, None] = {}
     rejected = []
-    for number, raw in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
-        line = raw.split("#", 1)[0].strip() if raw.lstrip().startswith("#") else raw.strip()
+    # utf-8-sig: a list saved with a byte-order mark must not lose its first line.
+    for number, raw in enumerate(data.decode("utf-8-sig", "replace").splitlines(), 1):
+        line = _COMMENT.split(raw, 1)[0].strip()
         if not line:
             continue
         parts = urlsplit(line)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or any(c.isspace() for c in line)
+        ):
             rejected.append(f"line {number}: not an http(s) URL: {line[:200]!r}")
             continue
         urls.setdefault(line)
@@ -107,14 +127,14 @@ async def _run(ctx: JobContext) -> Outcome:
     )
 
 
-def _retry_after(value: str | None) -> float | None:
+def _retry_after(value: str | None, now: float) -> float | None:
     if not value:
         return None
     try:
         return max(0.0, float(value))
     except ValueError:
         try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            return max(0.0, parsedate_to_datetime(value).timestamp() - now)
         except (TypeError, ValueError):
             return None
 
@@ -142,25 +162,39 @@ async def _fetch(ctx: JobContext) -> Outcome:
         error=None,
         now=ctx.clock.now(),
     )
-    async with session.get(url, headers=headers) as resp:
-        doc["status"] = resp.status
-        if resp.status in _RETRY_STATUSES:
-            raise TransientError(
-                f"{url}: HTTP {resp.status}", _retry_after(resp.headers.get("Retry-After"))
-            )
-        if resp.status == 304 and known:
-            doc["status"] = known["status"]
-        elif resp.status >= 400:
-            doc["error"] = f"HTTP {resp.status} {resp.reason or ''}".strip()
-        else:
-            doc.update(await _save_body(ctx.config.home, resp, max_bytes, url))
-            doc["etag"] = resp.headers.get("ETag")
-            doc["last_modified"] = resp.headers.get("Last-Modified")
+    answered: int | None = None  # the status of the last response, as sent
+    try:
+        async with session.get(url, headers=headers) as resp:
+            doc["status"] = answered = resp.status
+            if resp.status in _RETRY_STATUSES:
+                raise TransientError(
+                    f"{url}: HTTP {resp.status}",
+                    _retry_after(resp.headers.get("Retry-After"), ctx.clock.now()),
+                )
+            if resp.status == 304 and known and headers:
+                # Not modified: the stored body is current, whatever state the last
+                # fetch (a 404 since then, say) left on the document.
+                last = known["status"]
+                doc["status"] = last if last is not None and 200 <= last < 300 else 200
+                doc["etag"] = resp.headers.get("ETag")
+                doc["last_modified"] = resp.headers.get("Last-Modified")
+            elif resp.status >= 300:
+                # An error, or a redirect that was not followed (no Location, or an
+                # unasked-for 304): there is no body to keep.
+                doc["error"] = f"HTTP {resp.status} {resp.reason or ''}".strip()
+            else:
+                doc.update(await _save_body(ctx.config.home, resp, max_bytes, url))
+                doc["etag"] = resp.headers.get("ETag")
+                doc["last_modified"] = resp.headers.get("Last-Modified")
+    except _BAD_URL_ERRORS as exc:
+        history = getattr(exc, "history", ())  # the redirects followed, if any
+        doc["status"] = answered = history[-1].status if history else None
+        doc["error"] = f"{type(exc).__name__}: {exc}"[:2000]
 
     def write(tx: Tx) -> None:
         tx.execute("upsert_document", **doc)
 
-    return Outcome(result={"status": resp.status, "sha256": doc["sha256"]}, write=write)
+    return Outcome(result={"status": answered, "sha256": doc["sha256"]}, write=write)
 
 
 async def _save_body(
@@ -173,7 +207,10 @@ async def _save_body(
     folder = home / "content"
     folder.mkdir(parents=True, exist_ok=True)
     digest, size = hashlib.sha256(), 0
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".part-")
+    # Not mkstemp: its files are private (0600) whatever the umask, and the content
+    # files are meant to be read like any other file the user writes.
+    tmp = folder / f".part-{uuid.uuid4().hex}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as out:
             async for chunk in resp.content.iter_chunked(1 << 16):
@@ -187,7 +224,7 @@ async def _save_body(
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, final)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
     return {"sha256": sha, "length": size, "content_type": resp.headers.get("Content-Type")}
 

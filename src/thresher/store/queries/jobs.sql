@@ -60,6 +60,20 @@ SET state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'pending' 
 WHERE state = 'leased' AND lease_expires < :now
 RETURNING id, state, parent_id, key
 
+-- name: leased_owners
+SELECT DISTINCT w.owner, w.hostname, w.pid, w.boot_id
+FROM jobs j JOIN workers w ON w.owner = j.lease_owner
+WHERE j.state = 'leased'
+
+-- name: expire_owner_leases
+UPDATE jobs
+SET state = CASE WHEN attempts + 1 >= max_attempts THEN 'failed' ELSE 'pending' END,
+    attempts = attempts + 1,
+    last_error = 'worker ' || lease_owner || ' died without finishing',
+    lease_owner = NULL, lease_expires = NULL, not_before = :now, updated = :now
+WHERE state = 'leased' AND lease_owner = :owner
+RETURNING id, state, parent_id, key
+
 -- name: fail_waiting_commits
 UPDATE jobs SET state = 'failed', last_error = :error, updated = :now
 WHERE waits_for = :parent_id AND state = 'pending'

@@ -40,8 +40,8 @@ SELECT error, finished FROM source_runs
 WHERE source = :source AND error IS NOT NULL ORDER BY id DESC LIMIT 1
 
 -- name: upsert_worker
-INSERT INTO workers (owner, hostname, pid, started, heartbeat)
-VALUES (:owner, :hostname, :pid, :now, :now)
+INSERT INTO workers (owner, hostname, pid, boot_id, started, heartbeat)
+VALUES (:owner, :hostname, :pid, :boot_id, :now, :now)
 ON CONFLICT (owner) DO UPDATE SET heartbeat = :now, stopped = NULL
 
 -- name: count_worker_job
