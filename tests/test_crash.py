@@ -51,9 +51,17 @@ def test_kill_9_at_random_moments_loses_and_repeats_nothing(
     home.run(*SOURCE_ARGS)
     kills_mid_run = 0
     finished = False
-    for _ in range(12):
+    for round_ in range(12):
         proc = home.start("run")
-        time.sleep(rng.uniform(0.3, 2.0))
+        if round_ == 0:
+            # Early: during start-up, the root job's claim or its first commit.
+            time.sleep(rng.uniform(0.0, 1.0))
+        else:
+            # Later: at a random point of progress, whatever the machine's speed.
+            target = len(home.results("s")) + rng.randrange(1, len(results) // 3)
+            while proc.poll() is None and len(home.results("s")) < target:
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0, 0.05))
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
         proc.communicate()
@@ -63,7 +71,8 @@ def test_kill_9_at_random_moments_loses_and_repeats_nothing(
             kills_mid_run += 1
         # A killed process may have closed the run just before it died: then the
         # interrupted run is over, and another `thresher run` would be a new pass.
-        finished = any(r["outcome"] != "running" for r in home.query("SELECT * FROM source_runs"))
+        runs = home.query("SELECT outcome FROM source_runs")
+        finished = any(r["outcome"] != "running" for r in runs)
         if finished:
             break
     assert kills_mid_run >= 2, f"the kills missed the run (seed {seed}); make it longer"

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import new_pg_database
 from thresher.errors import ConfigError, StoreError, StoreUnavailable
 from thresher.store import Store, open_store
 from thresher.store.migrate import migrations
@@ -139,3 +140,24 @@ def test_upgrade_from_version_1_keeps_data(store_url: str) -> None:
         assert row["owner"] == "w" and row["boot_id"] is None
     finally:
         upgraded.close()
+
+
+def test_postgres_store_reconnects_after_the_server_drops_it(pg_admin_url: str) -> None:
+    import psycopg
+
+    url = new_pg_database(pg_admin_url)
+    store = open_store(url)
+    try:
+        name = url.rsplit("/", 1)[1]
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            )
+        with pytest.raises(StoreUnavailable), store.transaction(write=False) as tx:
+            tx.all("list_sources")
+        with store.transaction(write=False) as tx:
+            assert tx.all("list_sources") == []
+    finally:
+        store.close()

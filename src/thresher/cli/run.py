@@ -176,6 +176,8 @@ def run_command(
                 )
             )
     if not as_json:
+        if not any(r.sources for r in reports) and not any(r.interrupted for r in reports):
+            click.echo("no sources to run: add one with 'thresher source add NAME URL'")
         for report in reports[-1:]:
             for s in report.sources:
                 counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))

@@ -50,13 +50,8 @@ class PostgresStore:
 
     def __init__(self, url: str, connect_timeout: int = 10) -> None:
         self.url = url
-        try:
-            self._conn: psycopg.Connection[Row] = psycopg.connect(
-                url, autocommit=True, row_factory=dict_row, connect_timeout=connect_timeout
-            )
-        except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
-            raise StoreUnavailable(f"cannot connect to PostgreSQL store: {reason}") from None
+        self._connect_timeout = connect_timeout
+        self._conn = self._connect()
         self._queries = load_queries(self.backend)
         try:
             self._migrate()
@@ -64,8 +59,25 @@ class PostgresStore:
             self._conn.close()
             raise
 
+    def _connect(self) -> psycopg.Connection[Row]:
+        try:
+            return psycopg.connect(
+                self.url,
+                autocommit=True,
+                row_factory=dict_row,
+                connect_timeout=self._connect_timeout,
+            )
+        except psycopg.Error as exc:
+            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            raise StoreUnavailable(f"cannot connect to PostgreSQL store: {reason}") from None
+
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_PgTx]:
+        if self._conn.broken:
+            # The server restarted or the network dropped: a long-running scheduler
+            # reconnects instead of failing every run from now on.
+            self._conn.close()
+            self._conn = self._connect()
         try:
             with self._conn.transaction():
                 yield _PgTx(self._conn, self._queries)

@@ -19,9 +19,13 @@ ON CONFLICT (source, url) DO UPDATE SET
     status = excluded.status,
     sha256 = coalesce(excluded.sha256, documents.sha256),
     length = coalesce(excluded.length, documents.length),
-    content_type = coalesce(excluded.content_type, documents.content_type),
-    etag = coalesce(excluded.etag, documents.etag),
-    last_modified = coalesce(excluded.last_modified, documents.last_modified),
+    content_type = CASE WHEN excluded.sha256 IS NOT NULL THEN excluded.content_type
+                        ELSE documents.content_type END,
+    -- A new body brings its own validators (or none); a 304 may refresh them.
+    etag = CASE WHEN excluded.sha256 IS NOT NULL THEN excluded.etag
+                ELSE coalesce(excluded.etag, documents.etag) END,
+    last_modified = CASE WHEN excluded.sha256 IS NOT NULL THEN excluded.last_modified
+                         ELSE coalesce(excluded.last_modified, documents.last_modified) END,
     changed = CASE WHEN excluded.sha256 IS NOT NULL
                     AND excluded.sha256 IS DISTINCT FROM documents.sha256
                    THEN excluded.fetched ELSE documents.changed END,
