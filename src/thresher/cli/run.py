@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -14,7 +15,14 @@ from dataclasses import asdict
 
 import click
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from ..clock import SystemClock
 from ..config import Config
@@ -49,23 +57,41 @@ class _Counts:
         return f"jobs done {self.done}, retried {self.retried}, failed {self.failed}"
 
 
+async def _run_progress(store: AsyncStore, plan: ExecutionPlan) -> tuple[int, int] | None:
+    """(finished, total) jobs of the runs in progress, or None between runs."""
+    pool = plan.pool
+    if pool is None:
+        return None
+    row = await store.run(lambda tx: tx.one("runs_progress", runs=json.dumps(pool.runs)), False)
+    return (int(row["finished"] or 0), int(row["total"] or 0)) if row else None
+
+
 @contextmanager
-def _progress(console: Console | None, counts: _Counts) -> Iterator[None]:
-    """A live status line on a terminal; a plain line every few seconds otherwise."""
+def _progress(
+    console: Console | None, counts: _Counts, store: AsyncStore, plan: ExecutionPlan
+) -> Iterator[None]:
+    """A progress bar on a terminal (its total grows as jobs spawn children); a plain
+    log line every few seconds otherwise."""
     if console is not None:
         with Progress(
             SpinnerColumn(),
+            BarColumn(),
+            MofNCompleteColumn(),
             TextColumn("{task.description}"),
             TimeElapsedColumn(),
             console=console,
             transient=True,
         ) as progress:
-            task = progress.add_task(counts.line())
+            task = progress.add_task(counts.line(), total=None)
 
             async def refresh() -> None:
                 while True:
+                    with contextlib.suppress(Exception):  # a busy store only delays the bar
+                        done_total = await _run_progress(store, plan)
+                        if done_total is not None:
+                            progress.update(task, completed=done_total[0], total=done_total[1])
                     progress.update(task, description=counts.line())
-                    await asyncio.sleep(0.25)
+                    await asyncio.sleep(0.5)
 
             refresher = asyncio.get_event_loop().create_task(refresh())
             try:
@@ -115,7 +141,7 @@ async def _main(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig.name)
     try:
-        with _progress(console, counts):
+        with _progress(console, counts, store, plan):
             if every is None:
                 return [await plan.run_once(names)]
             return await plan.run_every(every, names)

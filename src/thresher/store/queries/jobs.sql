@@ -90,6 +90,11 @@ SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS ne
 FROM jobs
 WHERE source_run_id IN (SELECT value FROM json_each(:runs)) AND state IN ('pending', 'leased')
 
+-- name: runs_progress
+SELECT count(*) AS total,
+       sum(CASE WHEN state IN ('done', 'failed') THEN 1 ELSE 0 END) AS finished
+FROM jobs WHERE source_run_id IN (SELECT value FROM json_each(:runs))
+
 -- name: first_failure
 SELECT key, kind, last_error FROM jobs
 WHERE source_run_id = :run AND state = 'failed' AND last_error NOT LIKE 'not committed:%'

@@ -20,3 +20,9 @@ SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS ne
 FROM jobs
 WHERE source_run_id IN (SELECT value::bigint FROM jsonb_array_elements_text(:runs::jsonb))
   AND state IN ('pending', 'leased')
+
+-- name: runs_progress
+SELECT count(*) AS total,
+       sum(CASE WHEN state IN ('done', 'failed') THEN 1 ELSE 0 END) AS finished
+FROM jobs
+WHERE source_run_id IN (SELECT value::bigint FROM jsonb_array_elements_text(:runs::jsonb))
