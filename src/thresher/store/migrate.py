@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-__all__ = ["Migration", "migrations"]
+from ..errors import StoreError
+
+__all__ = ["Migration", "migrations", "pending"]
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 
@@ -36,3 +38,14 @@ def migrations(backend: str) -> list[Migration]:
     if versions != list(range(1, len(found) + 1)):
         raise RuntimeError(f"{backend} migrations are not numbered 1..n: {versions}")
     return found
+
+
+def pending(backend: str, current: int, where: str) -> list[Migration]:
+    """The migrations a store at version `current` still needs; refuse a newer store."""
+    known = migrations(backend)
+    if current > len(known):
+        raise StoreError(
+            f"{where} has schema version {current}, newer than this Thresher knows"
+            f" ({len(known)}): upgrade Thresher"
+        )
+    return known[current:]

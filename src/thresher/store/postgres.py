@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import StoreUnavailable
 from .base import Row
-from .migrate import migrations
+from .migrate import pending
 from .queries import load_queries
 
 __all__ = ["PostgresStore"]
@@ -89,20 +89,13 @@ class PostgresStore:
         return int(row["v"] or 0) if row else 0
 
     def _migrate(self) -> None:
-        known = migrations(self.backend)
         with self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
                 " name TEXT NOT NULL, applied DOUBLE PRECISION NOT NULL)"
             )
-            current = self.schema_version()
-            if current > len(known):
-                raise StoreError(
-                    f"store has schema version {current}, newer than this Thresher knows"
-                    f" ({len(known)}): upgrade Thresher"
-                )
-            for m in known[current:]:
+            for m in pending(self.backend, self.schema_version(), "the PostgreSQL store"):
                 self._conn.execute(m.sql.encode())
                 self._conn.execute(
                     "INSERT INTO schema_migrations VALUES (%s, %s, %s)",

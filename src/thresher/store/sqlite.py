@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import StoreError, StoreUnavailable
 from .base import Row
-from .migrate import migrations
+from .migrate import pending
 from .queries import load_queries
 
 __all__ = ["SQLiteStore"]
@@ -98,20 +98,13 @@ class SQLiteStore:
         return int(row[0] or 0)
 
     def _migrate(self) -> None:
-        known = migrations(self.backend)
         self._begin("BEGIN IMMEDIATE")
         try:
             self._conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations"
                 " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied REAL NOT NULL)"
             )
-            current = self.schema_version()
-            if current > len(known):
-                raise StoreError(
-                    f"store {self.path} has schema version {current}, newer than this"
-                    f" Thresher knows ({len(known)}): upgrade Thresher"
-                )
-            for m in known[current:]:
+            for m in pending(self.backend, self.schema_version(), f"store {self.path}"):
                 # executescript would commit our transaction; run statement by statement.
                 for statement in _statements(m.sql):
                     self._conn.execute(statement)
