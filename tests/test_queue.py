@@ -263,7 +263,13 @@ def test_a_dead_local_worker_loses_its_leases_at_once(store: Store) -> None:
             add_job(tx, run, "b")
             for owner, pid in (("dead", dead.pid), ("alive", alive.pid)):
                 tx.execute(
-                    "upsert_worker", owner=owner, hostname=_HOST, pid=pid, boot_id=_BOOT_ID, now=0
+                    "upsert_worker",
+                    owner=owner,
+                    hostname=_HOST,
+                    pid=pid,
+                    boot_id=_BOOT_ID,
+                    jobs_done=0,
+                    now=0,
                 )
         assert claim(store, "dead", run, 0) and claim(store, "alive", run, 0)
         with store.transaction() as tx:

@@ -63,11 +63,19 @@ def enqueue(
     return int(row["id"]) if row else None
 
 
-def claim(tx: Tx, owner: str, runs: Sequence[int], now: float, lease: float) -> Job | None:
-    row = tx.one(
-        "claim_job", owner=owner, runs=json.dumps(list(runs)), now=now, expires=now + lease
-    )
-    return Job.from_row(row) if row else None
+def claim(
+    tx: Tx, owner: str, runs: Sequence[int], now: float, lease: float, start: int = 0
+) -> Job | None:
+    """Lease the next due job of the first of `runs`, from `start` on, that has one.
+
+    Workers pass a rotating `start` so that many sources share the workers fairly and
+    one large source does not starve the others."""
+    for i in range(len(runs)):
+        run = runs[(start + i) % len(runs)]
+        row = tx.one("claim_job", owner=owner, run=run, now=now, expires=now + lease)
+        if row:
+            return Job.from_row(row)
+    return None
 
 
 def complete(
@@ -99,7 +107,6 @@ def complete(
             waits_for=job.id,
             **common,
         )
-    tx.execute("count_worker_job", owner=owner)
 
 
 def retry(tx: Tx, job: Job, owner: str, error: str, now: float, delay: float) -> JobState:

@@ -113,6 +113,7 @@ class WorkerPool:
         self._finished = asyncio.Event()
         self._wake = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
+        self._turn = 0  # rotates the run claimed from first
 
     def stop(self) -> None:
         """Claim nothing more; in-flight jobs get the grace period to finish."""
@@ -140,7 +141,11 @@ class WorkerPool:
             self.stats.released += await self.store.run(
                 lambda tx: queue.release(tx, self.owner, now)
             )
-            await self.store.run(lambda tx: tx.execute("stop_worker", owner=self.owner, now=now))
+            await self.store.run(
+                lambda tx: tx.execute(
+                    "stop_worker", owner=self.owner, now=now, jobs_done=self.stats.done
+                )
+            )
             if self._session is not None:
                 await self._session.close()
         return self.stats
@@ -189,6 +194,7 @@ class WorkerPool:
             hostname=_HOST,
             pid=os.getpid(),
             boot_id=_BOOT_ID,
+            jobs_done=self.stats.done,
             now=now,
         )
         return queue.expire_leases(tx, now) + queue.expire_dead_owners(tx, now, is_dead_here)
@@ -202,26 +208,31 @@ class WorkerPool:
         return self._session
 
     async def _work(self, index: int) -> None:
+        job: Job | None = None
         while not self._stopping.is_set() and not self._finished.is_set():
-            job = await self.store.run(
-                partial(
-                    queue.claim,
-                    owner=self.owner,
-                    runs=self.runs,
-                    now=self.clock.now(),
-                    lease=self.config.lease_seconds,
-                )
-            )
             if job is None:
-                await self._idle()
-                continue
+                job = await self.store.run(self._claim)
+                if job is None:
+                    await self._idle()
+                    continue
             self.stats.running[index] = job.key
             try:
-                await self._execute(job)
+                job = await self._execute(job)
             finally:
                 self.stats.running.pop(index, None)
             # New children or a freed commit may be claimable now.
             self._wake.set()
+
+    def _claim(self, tx: Tx) -> Job | None:
+        self._turn += 1
+        return queue.claim(
+            tx,
+            self.owner,
+            self.runs,
+            self.clock.now(),
+            self.config.lease_seconds,
+            start=self._turn,
+        )
 
     async def _idle(self) -> None:
         row = await self.store.run(
@@ -241,7 +252,9 @@ class WorkerPool:
         for task in (sleeper, waker):
             task.cancel()
 
-    async def _execute(self, job: Job) -> None:
+    async def _execute(self, job: Job) -> Job | None:
+        """Run the job and commit its outcome; return the next job, claimed in the same
+        transaction as the commit (one transaction per job instead of two)."""
         handler = handler_for(job.kind)
         ctx = JobContext(job, self.owner, self.config, self.clock, self.store, self._http)
         try:
@@ -252,23 +265,25 @@ class WorkerPool:
             raise
         except Exception as exc:
             await self._failed(job, exc)
-            return
+            return None
         now = self.clock.now()
+
+        def commit(tx: Tx) -> Job | None:
+            queue.complete(tx, job, self.owner, outcome, now, self.config.max_attempts)
+            return None if self._stopping.is_set() else self._claim(tx)
+
         try:
-            await self.store.run(
-                lambda tx: queue.complete(
-                    tx, job, self.owner, outcome, now, self.config.max_attempts
-                )
-            )
+            following = await self.store.run(commit)
         except LeaseLost as exc:
             log.warning("%s", exc)
-            return
+            return None
         except Exception as exc:
             # Writing the results failed (constraint, bug): nothing was committed.
             await self._failed(job, exc)
-            return
+            return None
         self.stats.done += 1
         self._emit("done", job)
+        return following
 
     async def _failed(self, job: Job, exc: Exception) -> None:
         error = _describe(exc)

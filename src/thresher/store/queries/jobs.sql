@@ -1,6 +1,8 @@
 -- The job table. A job is claimed with a lease, renewed by heartbeats, and finished
 -- (done, retried or failed) only by the lease's owner, in the caller's transaction.
--- :runs is a JSON array of source_run ids that a worker serves.
+-- :runs is a JSON array of source_run ids that a worker serves. A claim names one run:
+-- with equality the partial index jobs_claimable yields the next job in order at once,
+-- where a list of runs would sort every pending job on every claim.
 
 -- name: insert_job
 INSERT INTO jobs (kind, key, parent_id, waits_for, source, source_run_id, payload,
@@ -22,7 +24,7 @@ SET state = 'leased', lease_owner = :owner, lease_expires = :expires, updated = 
 WHERE id = (
     SELECT j.id FROM jobs j
     WHERE j.state = 'pending' AND j.not_before <= :now
-      AND j.source_run_id IN (SELECT value FROM json_each(:runs))
+      AND j.source_run_id = :run
       AND (j.waits_for IS NULL OR NOT EXISTS (
             SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for AND c.state <> 'done'))
     ORDER BY j.priority DESC, j.id

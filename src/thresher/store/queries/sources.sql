@@ -40,15 +40,14 @@ SELECT error, finished FROM source_runs
 WHERE source = :source AND error IS NOT NULL ORDER BY id DESC LIMIT 1
 
 -- name: upsert_worker
-INSERT INTO workers (owner, hostname, pid, boot_id, started, heartbeat)
-VALUES (:owner, :hostname, :pid, :boot_id, :now, :now)
-ON CONFLICT (owner) DO UPDATE SET heartbeat = :now, stopped = NULL
-
--- name: count_worker_job
-UPDATE workers SET jobs_done = jobs_done + 1 WHERE owner = :owner
+-- jobs_done is counted in memory and written with each heartbeat, not per job.
+INSERT INTO workers (owner, hostname, pid, boot_id, started, heartbeat, jobs_done)
+VALUES (:owner, :hostname, :pid, :boot_id, :now, :now, :jobs_done)
+ON CONFLICT (owner) DO UPDATE SET heartbeat = :now, stopped = NULL, jobs_done = :jobs_done
 
 -- name: stop_worker
-UPDATE workers SET stopped = :now, heartbeat = :now WHERE owner = :owner
+UPDATE workers SET stopped = :now, heartbeat = :now, jobs_done = :jobs_done
+WHERE owner = :owner
 
 -- name: live_workers
 SELECT * FROM workers WHERE stopped IS NULL AND heartbeat >= :since ORDER BY owner

@@ -7,7 +7,7 @@ SET state = 'leased', lease_owner = :owner, lease_expires = :expires, updated = 
 WHERE id = (
     SELECT j.id FROM jobs j
     WHERE j.state = 'pending' AND j.not_before <= :now
-      AND j.source_run_id IN (SELECT value::bigint FROM jsonb_array_elements_text(:runs::jsonb))
+      AND j.source_run_id = :run
       AND (j.waits_for IS NULL OR NOT EXISTS (
             SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for AND c.state <> 'done'))
     ORDER BY j.priority DESC, j.id
