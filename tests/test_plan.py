@@ -227,3 +227,32 @@ def test_parse_duration_rejects(text: str) -> None:
 
     with pytest.raises(UsageError):
         parse_duration(text)
+
+
+def test_removing_a_source_cancels_its_open_run(store_url: str, tmp_path: Path) -> None:
+    from thresher.sources import remove_source
+
+    async def body() -> None:
+        config = make_config(store_url, tmp_path, grace_seconds=0.05)
+        store = await AsyncStore(config.store_url).open()
+        try:
+            await add(store, "s", jobs=100, work_ms=20)
+            plan = ExecutionPlan(
+                config, store, SystemClock(), listener=lambda event, job: plan.stop()
+            )
+            first = await plan.run_once()
+            assert first.interrupted
+            await store.run(lambda tx: remove_source(tx, "s", time.time()))
+            run_id = first.sources[0].run_id
+            counts = await store.run(lambda tx: tx.all("run_job_counts", run=run_id))
+            assert {r["state"] for r in counts} <= {"done", "failed"}
+            again = await ExecutionPlan(config, store, SystemClock()).run_once()
+            assert again.sources == []
+            # Added again under the same name, it starts a fresh run.
+            await add(store, "s", jobs=5)
+            fresh = await ExecutionPlan(config, store, SystemClock()).run_once()
+            assert fresh.sources[0].run_id != run_id and fresh.sources[0].outcome == "ok"
+        finally:
+            await store.close()
+
+    asyncio.run(body())

@@ -96,7 +96,7 @@ def show_command(app: App, name: str, as_json: bool) -> None:
 def remove_command(app: App, name: str) -> None:
     """Remove a source. What it harvested stays in the store."""
     with app.store() as store, store.transaction() as tx:
-        remove(tx, name)
+        remove(tx, name, time.time())
     click.echo(f"removed source {name}")
 
 

@@ -69,6 +69,10 @@ def list_sources(tx: Tx) -> list[Source]:
     return [Source.from_row(r) for r in tx.all("list_sources")]
 
 
-def remove_source(tx: Tx, name: str) -> None:
+def remove_source(tx: Tx, name: str, now: float) -> None:
+    """Forget a source. What it harvested stays; a run it left open is cancelled, so
+    its queued jobs are not left pending for ever."""
     if not tx.execute("delete_source", name=name):
         raise UnknownSource(name)
+    tx.execute("cancel_source_runs", name=name, now=now)
+    tx.execute("cancel_source_jobs", name=name, now=now)

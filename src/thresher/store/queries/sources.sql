@@ -14,6 +14,14 @@ SELECT * FROM sources ORDER BY name
 -- name: delete_source
 DELETE FROM sources WHERE name = :name
 
+-- name: cancel_source_runs
+UPDATE source_runs SET outcome = 'cancelled', finished = :now, error = 'source removed'
+WHERE source = :name AND outcome = 'running'
+
+-- name: cancel_source_jobs
+UPDATE jobs SET state = 'failed', last_error = 'source removed', updated = :now
+WHERE source = :name AND state = 'pending'
+
 -- name: open_source_run
 -- Two processes starting the same source at once: one inserts, the other gets nothing
 -- and resumes the run the first opened.
