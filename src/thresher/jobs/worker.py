@@ -211,6 +211,8 @@ class WorkerPool:
         job: Job | None = None
         while not self._stopping.is_set() and not self._finished.is_set():
             if job is None:
+                # Cleared before the claim, so a wake-up during it is not lost.
+                self._wake.clear()
                 job = await self.store.run(self._claim)
                 if job is None:
                     await self._idle()
@@ -245,7 +247,6 @@ class WorkerPool:
         wait = IDLE_POLL_SECONDS
         if row["next_due"] is not None:
             wait = min(wait, max(0.0, float(row["next_due"]) - self.clock.now()))
-        self._wake.clear()
         sleeper = asyncio.create_task(self.clock.sleep(wait))
         waker = asyncio.create_task(self._wake.wait())
         await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)

@@ -88,7 +88,10 @@ SELECT state, count(*) AS n FROM jobs WHERE source_run_id = :run GROUP BY state
 SELECT state, count(*) AS n FROM jobs GROUP BY state
 
 -- name: open_jobs
-SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS next_due
+-- next_due leaves out commit jobs: one waiting for its children is due in name only,
+-- and an idle worker that believed it would spin; a finished child wakes the workers.
+SELECT count(*) AS n,
+       min(CASE WHEN state = 'pending' AND waits_for IS NULL THEN not_before END) AS next_due
 FROM jobs
 WHERE source_run_id IN (SELECT value FROM json_each(:runs)) AND state IN ('pending', 'leased')
 
