@@ -171,7 +171,7 @@ class JobMachine(RuleBasedStateMachine):
 
 def _run(make_store: Callable[[], Store], examples: int) -> None:
     JobMachine.make_store = staticmethod(make_store)
-    run_state_machine_as_test(  # type: ignore[no-untyped-call]
+    run_state_machine_as_test(  # type: ignore[no-untyped-call,unused-ignore]
         JobMachine,
         settings=settings(
             max_examples=examples,
