@@ -130,3 +130,26 @@ def test_signal_finishes_in_flight_work_releases_the_rest_and_exits_0(
     got = home.results("s")
     assert len(got) == 441 and set(got.values()) == {1}
     assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]
+
+
+@pytest.mark.slow
+def test_a_second_signal_stops_at_once_and_still_releases(tmp_path: Path) -> None:
+    home = Home(tmp_path / "home", None, THRESHER_GRACE_SECONDS="600")
+    # Leaves that take long: the first signal alone would wait for them (grace 600 s).
+    home.run("source", "add", "s", "synthetic:", "-o", "jobs=40", "-o", "work_ms=3000")
+    proc = home.start("run", "--workers", "4")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        leased = home.query("SELECT count(*) AS n FROM jobs WHERE state = 'leased'")[0]["n"]
+        if leased >= 4:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    assert proc.poll() is None, "the first signal waits for in-flight jobs"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    assert home.query("SELECT count(*) AS n FROM jobs WHERE state = 'leased'")[0]["n"] == 0
+    pending = home.query("SELECT attempts FROM jobs WHERE state = 'pending'")
+    assert pending and all(r["attempts"] == 0 for r in pending), "no attempt counted"
