@@ -84,76 +84,61 @@ def test_complete_commits_result_writes_and_children_once(store: Store) -> None:
     }
 
 
-def test_commit_runs_only_after_every_child_is_done(store: Store) -> None:
+def claimed_root(store: Store) -> tuple[int, Job]:
     run = new_run(store)
     with store.transaction() as tx:
         add_job(tx, run, "root")
     root = claim(store, "w", run, 0)
     assert root is not None
+    return run, root
+
+
+def done(store: Store, job: Job | None, *children: str, commit: JobSpec | None = None) -> None:
+    """Complete `job` as owner w, spawning the named children."""
+    assert job is not None
+    outcome = Outcome(children=tuple(JobSpec("k", c) for c in children), commit=commit)
     with store.transaction() as tx:
-        queue.complete(
-            tx,
-            root,
-            "w",
-            Outcome(children=(JobSpec("k", "a"), JobSpec("k", "b")), commit=JobSpec("c", "commit")),
-            0,
-            MAX,
-        )
+        queue.complete(tx, job, "w", outcome, 0, MAX)
+
+
+def test_commit_runs_only_after_every_child_is_done(store: Store) -> None:
+    run, root = claimed_root(store)
+    done(store, root, "a", "b", commit=JobSpec("c", "commit"))
     a = claim(store, "w", run, 1)
     b = claim(store, "w", run, 1)
     assert a is not None and b is not None
     assert {a.key, b.key} == {f"run{run}:root/a", f"run{run}:root/b"}
     assert claim(store, "w", run, 1) is None, "commit must wait for both children"
-    with store.transaction() as tx:
-        queue.complete(tx, a, "w", Outcome(), 2, MAX)
+    done(store, a)
     assert claim(store, "w", run, 2) is None, "commit must wait for the second child"
-    with store.transaction() as tx:
-        queue.complete(tx, b, "w", Outcome(), 3, MAX)
+    done(store, b)
     commit = claim(store, "w", run, 3)
     assert commit is not None and commit.kind == "c" and commit.is_commit
 
 
 def test_nested_commits_wait_for_the_whole_subtree(store: Store) -> None:
-    run = new_run(store)
-    with store.transaction() as tx:
-        add_job(tx, run, "root")
-    root = claim(store, "w", run, 0)
-    assert root is not None
-    with store.transaction() as tx:
-        queue.complete(tx, root, "w", Outcome(children=(JobSpec("k", "month"),)), 0, MAX)
+    run, root = claimed_root(store)
+    done(store, root, "month")
     month = claim(store, "w", run, 0)
     assert month is not None and month.key.endswith("/month")
     # The month spawns messages without naming a commit: a join is added for it.
-    with store.transaction() as tx:
-        queue.complete(tx, month, "w", Outcome(children=(JobSpec("k", "msg"),)), 0, MAX)
+    done(store, month, "msg")
     msg = claim(store, "w", run, 0)
     assert msg is not None and msg.key.endswith("/month/msg")
     assert claim(store, "w", run, 0) is None, "neither the month's join nor the root's commit"
-    with store.transaction() as tx:
-        queue.complete(tx, msg, "w", Outcome(), 0, MAX)
+    done(store, msg)
     join = claim(store, "w", run, 0)
     assert join is not None and join.key.endswith("/month#commit")
     assert claim(store, "w", run, 0) is None
-    with store.transaction() as tx:
-        queue.complete(tx, join, "w", Outcome(), 0, MAX)
+    done(store, join)
     top = claim(store, "w", run, 0)
     assert top is not None and top.key == f"run{run}:root#commit"
 
 
 def test_permanent_child_failure_blocks_commits_up_the_tree(store: Store) -> None:
-    run = new_run(store)
-    with store.transaction() as tx:
-        add_job(tx, run, "root")
-    root = claim(store, "w", run, 0)
-    assert root is not None
-    with store.transaction() as tx:
-        queue.complete(tx, root, "w", Outcome(children=(JobSpec("k", "m"),)), 0, MAX)
-    month = claim(store, "w", run, 0)
-    assert month is not None
-    with store.transaction() as tx:
-        queue.complete(
-            tx, month, "w", Outcome(children=(JobSpec("k", "x"), JobSpec("k", "y"))), 0, MAX
-        )
+    run, root = claimed_root(store)
+    done(store, root, "m")
+    done(store, claim(store, "w", run, 0), "x", "y")
     x = claim(store, "w", run, 0)
     assert x is not None
     with store.transaction() as tx:
