@@ -1,0 +1,203 @@
+"""The workbench: which URL to fetch next, and when.
+
+Hosts that have ready URLs wait in a heap ordered by the earliest time each may be
+fetched (BUbiNG's workbench). `next_fetch(now)` is a decision and nothing else: a
+`Fetch` to start now, the time at which something will be ready, or ``None`` when no URL
+is queued. The caller does the fetching and reports back with `on_done`; DNS answers come
+in through `on_resolved`, robots.txt Crawl-delays through `set_crawl_delay`. No I/O, no
+clock: every method takes `now`, so tests drive it with plain floats.
+
+The heap holds lower bounds. A host's real ready time can move later after it was pushed
+(another host on its IP was fetched, it got parked), so a popped entry is checked against
+the host's current state and pushed back if it is early. Each host has at most one live
+entry; stale ones are recognised by a per-host sequence number and skipped.
+
+URLs are taken as given: canonicalise, check scope and pass them through the sieve first.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+from thresher.frontier.canonical import host_of
+from thresher.frontier.politeness import HostState, IpState, Politeness, is_failure
+
+__all__ = ["Fetch", "Workbench", "WorkbenchStats"]
+
+
+@dataclass(frozen=True)
+class Fetch:
+    """A URL handed out to be fetched now; give it back to `Workbench.on_done`."""
+
+    url: str
+    host: str
+    depth: int
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class WorkbenchStats:
+    queued: int
+    hosts: int
+    active_hosts: int
+    in_flight: int
+    parked: int
+    dropped: int
+    capped: int
+
+
+class Workbench:
+    """Per-host FIFOs of ready URLs, and a heap of hosts by when they may next be fetched."""
+
+    def __init__(self, policy: Politeness | None = None) -> None:
+        self.policy = policy or Politeness()
+        self._hosts: dict[str, HostState] = {}
+        self._ips: dict[str, IpState] = {}
+        self._heap: list[tuple[float, int, str]] = []
+        self._entry: dict[str, int] = {}  # host -> sequence number of its live heap entry
+        self._seq = 0
+        self._queued = 0
+        self._in_flight = 0
+        self.dropped = 0  # given up after max_attempts
+        self.capped = 0  # refused by max_per_host
+
+    # -- events ---------------------------------------------------------------------------
+
+    def add(self, url: str, depth: int, now: float) -> bool:
+        """Queue `url`; False if its host already had `max_per_host` URLs.
+
+        `now` is not used yet: a URL is ready as soon as it is added. It is taken so that
+        callers need not change when URLs get a not-before time (a scheduled revisit).
+        """
+        host = host_of(url)
+        state = self._hosts.get(host)
+        if state is None:
+            state = self._hosts[host] = HostState(host)
+        cap = self.policy.max_per_host
+        if cap is not None and state.accepted >= cap:
+            self.capped += 1
+            return False
+        state.accepted += 1
+        state.queue.append((url, depth, 1))
+        self._queued += 1
+        self._schedule(state)
+        return True
+
+    def on_resolved(self, host: str, ip: str) -> None:
+        """Attach the IP address DNS gave for `host`: from now on it shares that IP's clock."""
+        state = self._hosts.get(host)
+        if state is None:
+            state = self._hosts[host] = HostState(host)
+        state.ip = ip
+        self._ips.setdefault(ip, IpState())
+
+    def set_crawl_delay(self, host: str, delay: float | None) -> None:
+        """robots.txt's Crawl-delay for `host` (used when larger than the configured delay)."""
+        state = self._hosts.get(host)
+        if state is None:
+            state = self._hosts[host] = HostState(host)
+        state.crawl_delay = max(0.0, delay or 0.0)
+
+    def on_done(
+        self,
+        fetch: Fetch,
+        now: float,
+        status: int | None,
+        retry_after: float | None = None,
+        ip: str | None = None,
+    ) -> None:
+        """`fetch` ended with HTTP `status` (``None``: no answer) at `now`.
+
+        A failed fetch (no answer, 429, 5xx) goes back to the head of its host's queue
+        until it has been tried `max_attempts` times, then it is dropped.
+        """
+        state = self._hosts.get(fetch.host)
+        if state is None or state.in_flight < 1:
+            raise ValueError(f"{fetch.url} is not in flight: on_done once per fetch")
+        if ip is not None and state.ip != ip:
+            self.on_resolved(fetch.host, ip)
+        state.on_end(self.policy, now, status, retry_after)
+        self._in_flight -= 1
+        if state.ip is not None:
+            ip_state = self._ips[state.ip]
+            ip_state.next_allowed = max(ip_state.next_allowed, now + self.policy.ip_delay)
+        if is_failure(status):
+            if fetch.attempt < self.policy.max_attempts:
+                state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt + 1))
+                self._queued += 1
+            else:
+                self.dropped += 1
+        self._schedule(state)
+
+    # -- decisions ------------------------------------------------------------------------
+
+    def next_fetch(self, now: float) -> Fetch | float | None:
+        """A URL to fetch now; else when one will be ready; else ``None`` if none is queued.
+
+        ``math.inf`` means URLs are queued but only behind fetches in flight: wait for an
+        `on_done`.
+        """
+        while self._heap:
+            when, seq, host = self._heap[0]
+            if self._entry.get(host) != seq:
+                heapq.heappop(self._heap)
+                continue
+            state = self._hosts[host]
+            ready = state.ready_at(self._ip_of(state))
+            if ready > when:  # the bound was stale: requeue at the real time
+                heapq.heapreplace(self._heap, self._push_entry(host, ready))
+                continue
+            if when > now:
+                return when
+            heapq.heappop(self._heap)
+            del self._entry[host]
+            return self._start(state, now)
+        return math.inf if self._queued else None
+
+    def stats(self, now: float) -> WorkbenchStats:
+        return WorkbenchStats(
+            queued=self._queued,
+            hosts=len(self._hosts),
+            active_hosts=sum(1 for s in self._hosts.values() if s.queue or s.in_flight),
+            in_flight=self._in_flight,
+            parked=sum(1 for s in self._hosts.values() if s.parked(now)),
+            dropped=self.dropped,
+            capped=self.capped,
+        )
+
+    def host(self, host: str) -> HostState | None:
+        """The state of `host` (read it, do not change it)."""
+        return self._hosts.get(host)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _ip_of(self, state: HostState) -> IpState | None:
+        return None if state.ip is None else self._ips[state.ip]
+
+    def _start(self, state: HostState, now: float) -> Fetch:
+        url, depth, attempt = state.queue.popleft()
+        self._queued -= 1
+        self._in_flight += 1
+        state.on_start(self.policy, now)
+        ip = self._ip_of(state)
+        if ip is not None:
+            ip.next_allowed = max(ip.next_allowed, now + self.policy.ip_delay)
+        self._schedule(state)
+        return Fetch(url, state.host, depth, attempt)
+
+    def _push_entry(self, host: str, when: float) -> tuple[float, int, str]:
+        self._seq += 1
+        self._entry[host] = self._seq
+        return (when, self._seq, host)
+
+    def _schedule(self, state: HostState) -> None:
+        """Put `state` in the heap if it has work and a free connection, else take it out."""
+        if state.queue and state.in_flight < self.policy.max_in_flight:
+            if state.host not in self._entry:
+                heapq.heappush(
+                    self._heap, self._push_entry(state.host, state.ready_at(self._ip_of(state)))
+                )
+        else:
+            self._entry.pop(state.host, None)

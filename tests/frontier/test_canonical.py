@@ -1,0 +1,120 @@
+"""canonicalize: the documented rules, a fixed point, and clear refusals."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from thresher.errors import PermanentError, ThresherError
+from thresher.frontier import InvalidURL, canonicalize, host_of, url_hash
+
+
+@pytest.mark.parametrize(
+    ("url", "canonical"),
+    [
+        ("HTTP://Example.COM/", "http://example.com/"),
+        ("http://example.com", "http://example.com/"),
+        ("http://example.com:80/a", "http://example.com/a"),
+        ("https://example.com:443/a", "https://example.com/a"),
+        ("http://example.com:443/a", "http://example.com:443/a"),
+        ("https://example.com:8443/a", "https://example.com:8443/a"),
+        ("http://example.com/a#frag", "http://example.com/a"),
+        ("http://example.com/a/./b/../c", "http://example.com/a/c"),
+        ("http://example.com/?b=2&a=1", "http://example.com/?a=1&b=2"),
+        ("http://example.com/%7Efoo", "http://example.com/~foo"),
+        ("http://example.com/a b", "http://example.com/a%20b"),
+        ("http://bücher.de/ä?q=ü", "http://xn--bcher-kva.de/%C3%A4?q=%C3%BC"),
+        ("http://example.com./x", "http://example.com/x"),
+        ("  http://example.com/x \n", "http://example.com/x"),
+        ("http://[::1]:80/x", "http://[::1]/x"),
+        ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+        ("http://user:pw@Example.com:81", "http://user:pw@example.com:81/"),
+    ],
+)
+def test_rules(url: str, canonical: str) -> None:
+    assert canonicalize(url) == canonical
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://example.com/",
+        "mailto:a@example.com",
+        "javascript:void(0)",
+        "/relative",
+        "",
+        "http:///a",
+    ],
+)
+def test_refuses_what_cannot_be_crawled(url: str) -> None:
+    with pytest.raises(InvalidURL):
+        canonicalize(url)
+
+
+def test_bad_port_is_refused() -> None:
+    with pytest.raises(InvalidURL, match=r"(?i)port"):
+        canonicalize("http://example.com:99999/")
+
+
+def test_invalid_url_is_a_permanent_thresher_error() -> None:
+    with pytest.raises(PermanentError) as info:
+        canonicalize("ftp://example.com/")
+    assert isinstance(info.value, ThresherError)
+    assert "ftp" in str(info.value)
+
+
+def test_url_hash_is_64_bit_and_stable() -> None:
+    h = url_hash("http://example.com/")
+    assert 0 <= h < 2**64
+    assert h == url_hash("http://example.com/")
+    assert h != url_hash("http://example.com/a")
+
+
+def test_host_of() -> None:
+    assert host_of("http://example.com:8080/a") == "example.com"
+
+
+URL_CHARS = st.sampled_from(
+    [*"aZ09-._~%/?#&=+:;@!$'()*, äü日\t", "%7E", "%2F", "%zz", "/../", "/./"]
+)
+HOSTS = st.sampled_from(
+    [
+        "example.com",
+        "EXAMPLE.com.",
+        "bücher.de",
+        "[::1]",
+        "127.0.0.1",
+        "a.b",
+        "x:80",
+        "y:443",
+        "u@h",
+    ]
+)
+
+
+@settings(max_examples=500)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTP", "HtTpS"]),
+    host=HOSTS,
+    rest=st.lists(URL_CHARS, max_size=30).map("".join),
+)
+def test_canonicalize_is_idempotent_on_url_like_text(scheme: str, host: str, rest: str) -> None:
+    url = f"{scheme}://{host}/{rest}"
+    try:
+        once = canonicalize(url)
+    except InvalidURL:
+        return
+    assert canonicalize(once) == once
+
+
+@settings(max_examples=500)
+@given(st.text())
+def test_canonicalize_is_idempotent_or_refuses_on_any_text(text: str) -> None:
+    for url in (text, "http://" + text, "https://example.com/" + text):
+        try:
+            once = canonicalize(url)
+        except InvalidURL:
+            continue
+        assert canonicalize(once) == once
+        assert once.startswith(("http://", "https://"))

@@ -1,0 +1,101 @@
+"""RobotsCache: RFC 9309 outcomes, Crawl-delay, expiry — all with a plain float clock."""
+
+from __future__ import annotations
+
+import pytest
+
+from thresher.frontier import InvalidURL, RobotsCache, robots_url, site_of
+
+T0 = 1_700_000_000.0
+RULES = b"""User-agent: *
+Disallow: /private
+Allow: /private/open
+Crawl-delay: 7
+
+User-agent: thresher
+Disallow: /nothresher
+"""
+
+
+def test_unknown_until_told() -> None:
+    robots = RobotsCache()
+    assert robots.allowed("http://example.com/a", T0) is None
+    assert robots.crawl_delay("http://example.com/a", T0) is None
+    assert robots.expires("http://example.com/a") is None
+
+
+def test_2xx_rules_are_applied() -> None:
+    robots = RobotsCache(user_agent="otherbot")
+    robots.on_robots("http://example.com/robots.txt", 200, RULES, T0)
+    assert robots.allowed("http://example.com/a", T0) is True
+    assert robots.allowed("http://example.com/private/x", T0) is False
+    assert robots.allowed("http://example.com/private/open/x", T0) is True
+    assert robots.crawl_delay("http://example.com/", T0) == 7.0
+
+
+def test_our_own_group_wins() -> None:
+    robots = RobotsCache(user_agent="thresher")
+    robots.on_robots("http://example.com/", 200, RULES.decode(), T0)
+    assert robots.allowed("http://example.com/nothresher", T0) is False
+    assert robots.allowed("http://example.com/private/x", T0) is True
+    assert robots.crawl_delay("http://example.com/", T0) is None
+
+
+def test_rules_are_per_scheme_host_and_port() -> None:
+    robots = RobotsCache()
+    robots.on_robots("http://example.com/", 200, b"User-agent: *\nDisallow: /\n", T0)
+    assert robots.allowed("http://example.com/a", T0) is False
+    assert robots.allowed("https://example.com/a", T0) is None
+    assert robots.allowed("http://example.com:8080/a", T0) is None
+    assert robots.allowed("http://other.example.com/a", T0) is None
+    assert robots.allowed("HTTP://EXAMPLE.COM:80/a", T0) is False
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 410, 301])
+def test_4xx_and_given_up_redirects_allow_all(status: int) -> None:
+    robots = RobotsCache()
+    robots.on_robots("http://example.com/", status, b"User-agent: *\nDisallow: /\n", T0)
+    assert robots.allowed("http://example.com/private", T0) is True
+    assert robots.crawl_delay("http://example.com/", T0) is None
+
+
+@pytest.mark.parametrize("status", [500, 503, 429, None])
+def test_unreachable_disallows_for_the_retry_period_then_asks_again(status: int | None) -> None:
+    robots = RobotsCache(unreachable_retry=600.0)
+    robots.on_robots("http://example.com/", status, None, T0)
+    assert robots.allowed("http://example.com/a", T0) is False
+    assert robots.allowed("http://example.com/a", T0 + 599.9) is False
+    assert robots.allowed("http://example.com/a", T0 + 600.0) is None
+    robots.on_robots("http://example.com/", 200, b"", T0 + 601)
+    assert robots.allowed("http://example.com/a", T0 + 601) is True
+
+
+def test_rules_expire_after_the_ttl() -> None:
+    robots = RobotsCache()
+    robots.on_robots("http://example.com/", 200, RULES, T0)
+    assert robots.expires("http://example.com/") == T0 + 24 * 3600
+    assert robots.allowed("http://example.com/a", T0 + 24 * 3600 - 1) is True
+    assert robots.allowed("http://example.com/a", T0 + 24 * 3600) is None
+    assert len(robots) == 0
+
+
+def test_only_the_first_500_kib_are_read() -> None:
+    robots = RobotsCache()
+    body = b"User-agent: *\n" + b"#" * (600 * 1024) + b"\nDisallow: /\n"
+    robots.on_robots("http://example.com/", 200, body, T0)
+    assert robots.allowed("http://example.com/a", T0) is True
+
+
+def test_undecodable_bytes_do_not_break_parsing() -> None:
+    robots = RobotsCache()
+    robots.on_robots("http://example.com/", 200, b"\xff\xfe\nUser-agent: *\nDisallow: /x\n", T0)
+    assert robots.allowed("http://example.com/x", T0) is False
+
+
+def test_robots_url_and_site() -> None:
+    assert robots_url("http://Example.com/a/b?c") == "http://example.com/robots.txt"
+    assert robots_url("https://example.com:8443/a") == "https://example.com:8443/robots.txt"
+    assert robots_url("http://[::1]:8080/a") == "http://[::1]:8080/robots.txt"
+    assert site_of("https://example.com/a") == ("https", "example.com", 443)
+    with pytest.raises(InvalidURL):
+        site_of("ftp://example.com/")

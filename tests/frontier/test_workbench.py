@@ -1,0 +1,302 @@
+"""Workbench and politeness: timing decisions, driven by a plain float `now`."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from thresher.frontier import Fetch, Politeness, Workbench
+
+T0 = 1_000.0
+
+
+def take(wb: Workbench, now: float) -> Fetch:
+    decision = wb.next_fetch(now)
+    assert isinstance(decision, Fetch), decision
+    return decision
+
+
+def test_empty_workbench_has_nothing() -> None:
+    wb = Workbench()
+    assert wb.next_fetch(T0) is None
+    stats = wb.stats(T0)
+    assert (stats.queued, stats.hosts, stats.parked, stats.in_flight) == (0, 0, 0, 0)
+
+
+def test_fifo_per_host_and_delay_between_fetches() -> None:
+    wb = Workbench(Politeness(delay=2.0))
+    for path in ("a", "b", "c"):
+        wb.add(f"http://example.com/{path}", 1, T0)
+    first = take(wb, T0)
+    assert (first.url, first.host, first.depth, first.attempt) == (
+        "http://example.com/a",
+        "example.com",
+        1,
+        1,
+    )
+    assert wb.next_fetch(T0) == math.inf  # only behind the fetch in flight
+    wb.on_done(first, T0 + 0.5, 200)
+    assert wb.next_fetch(T0 + 0.5) == T0 + 2.5  # delay counted from the end of the fetch
+    assert wb.next_fetch(T0 + 2.4) == T0 + 2.5
+    assert take(wb, T0 + 2.5).url == "http://example.com/b"
+
+
+def test_one_connection_per_host_by_default() -> None:
+    wb = Workbench(Politeness(delay=0.0, ip_delay=0.0))
+    wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    wb.add("http://other.org/a", 0, T0)
+    hosts = {take(wb, T0).host, take(wb, T0).host}
+    assert hosts == {"example.com", "other.org"}
+    assert wb.next_fetch(T0) == math.inf
+    assert wb.stats(T0).in_flight == 2
+
+
+def test_more_connections_when_allowed() -> None:
+    wb = Workbench(Politeness(delay=0.0, max_in_flight=2))
+    wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    assert take(wb, T0).url == "http://example.com/a"
+    assert take(wb, T0).url == "http://example.com/b"
+
+
+def test_larger_crawl_delay_wins() -> None:
+    wb = Workbench(Politeness(delay=1.0))
+    wb.set_crawl_delay("example.com", 10.0)
+    wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    wb.on_done(take(wb, T0), T0, 200)
+    assert wb.next_fetch(T0) == T0 + 10.0
+
+
+def test_smaller_crawl_delay_does_not_speed_us_up() -> None:
+    wb = Workbench(Politeness(delay=3.0))
+    wb.set_crawl_delay("example.com", 0.5)
+    wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    wb.on_done(take(wb, T0), T0, 200)
+    assert wb.next_fetch(T0) == T0 + 3.0
+
+
+def test_hosts_on_one_ip_share_the_ip_delay() -> None:
+    wb = Workbench(Politeness(delay=0.0, ip_delay=5.0))
+    wb.on_resolved("a.example", "192.0.2.1")
+    wb.on_resolved("b.example", "192.0.2.1")
+    wb.add("http://a.example/", 0, T0)
+    wb.add("http://b.example/", 0, T0)
+    wb.add("http://c.example/", 0, T0)  # another server: not held back
+    first = take(wb, T0)
+    assert take(wb, T0).host == "c.example"
+    assert wb.next_fetch(T0) == T0 + 5.0
+    wb.on_done(first, T0 + 1.0, 200)
+    assert wb.next_fetch(T0 + 1.0) == T0 + 6.0  # and from the end of the fetch
+    second = take(wb, T0 + 6.0)
+    assert {first.host, second.host} == {"a.example", "b.example"}
+
+
+def test_ip_learnt_from_on_done() -> None:
+    wb = Workbench(Politeness(delay=0.0, ip_delay=4.0))
+    wb.add("http://a.example/", 0, T0)
+    wb.on_resolved("b.example", "192.0.2.9")
+    wb.add("http://b.example/", 0, T0)
+    first = take(wb, T0)
+    assert first.host == "a.example"
+    wb.on_done(first, T0 + 1, 200, ip="192.0.2.9")
+    state = wb.host("a.example")
+    assert state is not None and state.ip == "192.0.2.9"
+    assert wb.next_fetch(T0 + 1) == T0 + 5.0
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_backs_the_host_off(status: int) -> None:
+    wb = Workbench(Politeness(delay=1.0))
+    wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    first = take(wb, T0)
+    wb.on_done(first, T0, status, retry_after=120.0)
+    assert wb.next_fetch(T0) == T0 + 120.0
+    again = take(wb, T0 + 120.0)
+    assert (again.url, again.attempt) == ("http://example.com/a", 2)  # retried first
+
+
+def test_slow_down_without_retry_after_uses_backoff() -> None:
+    wb = Workbench(Politeness(delay=1.0, backoff=30.0))
+    wb.add("http://example.com/a", 0, T0)
+    wb.on_done(take(wb, T0), T0, 503)
+    assert wb.next_fetch(T0) == T0 + 30.0
+
+
+def test_repeated_failures_park_the_host_then_it_comes_back() -> None:
+    policy = Politeness(delay=1.0, park_after=3, park_base=100.0, park_max=1000.0, max_attempts=10)
+    wb = Workbench(policy)
+    wb.add("http://example.com/a", 0, T0)
+    now = T0
+    for _ in range(2):
+        fetch = take(wb, now)
+        wb.on_done(fetch, now, None)  # a failure below the threshold: just the delay
+        assert wb.next_fetch(now) == now + 1.0
+        now += 1.0
+    fetch = take(wb, now)
+    wb.on_done(fetch, now, 500)  # third consecutive failure: parked 100 s
+    assert wb.stats(now).parked == 1
+    assert wb.next_fetch(now) == now + 100.0
+    now += 100.0
+    fetch = take(wb, now)
+    wb.on_done(fetch, now, None)  # fourth: parked twice as long
+    assert wb.next_fetch(now) == now + 200.0
+    now += 200.0
+    assert wb.stats(now).parked == 0
+    fetch = take(wb, now)
+    wb.on_done(fetch, now, 200)  # a success clears the count
+    state = wb.host("example.com")
+    assert state is not None and state.failures == 0
+    assert wb.next_fetch(now) is None
+
+
+def test_parking_is_capped() -> None:
+    wb = Workbench(Politeness(park_after=1, park_base=100.0, park_max=150.0, max_attempts=5))
+    wb.add("http://example.com/a", 0, T0)
+    now = T0
+    for expected in (100.0, 150.0, 150.0):
+        wb.on_done(take(wb, now), now, None)
+        assert wb.next_fetch(now) == now + expected
+        now += expected
+
+
+def test_failed_url_is_dropped_after_max_attempts() -> None:
+    wb = Workbench(Politeness(delay=0.0, max_attempts=2, park_after=10))
+    wb.add("http://example.com/a", 0, T0)
+    wb.on_done(take(wb, T0), T0, None)
+    second = take(wb, T0)
+    assert second.attempt == 2
+    wb.on_done(second, T0, None)
+    assert wb.next_fetch(T0) is None
+    assert wb.stats(T0).dropped == 1
+
+
+def test_4xx_is_not_a_host_failure() -> None:
+    wb = Workbench(Politeness(delay=0.0, park_after=1))
+    wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    wb.on_done(take(wb, T0), T0, 404)
+    assert take(wb, T0).url == "http://example.com/b"
+    assert wb.stats(T0).parked == 0
+
+
+def test_max_per_host() -> None:
+    wb = Workbench(Politeness(max_per_host=2))
+    assert wb.add("http://example.com/a", 0, T0)
+    assert wb.add("http://example.com/b", 0, T0)
+    assert not wb.add("http://example.com/c", 0, T0)
+    assert wb.add("http://other.org/a", 0, T0)
+    stats = wb.stats(T0)
+    assert (stats.queued, stats.hosts, stats.capped) == (3, 2, 1)
+
+
+def test_on_done_twice_is_refused() -> None:
+    wb = Workbench()
+    wb.add("http://example.com/a", 0, T0)
+    fetch = take(wb, T0)
+    wb.on_done(fetch, T0, 200)
+    with pytest.raises(ValueError, match="not in flight"):
+        wb.on_done(fetch, T0, 200)
+    with pytest.raises(ValueError, match="not in flight"):
+        wb.on_done(Fetch("http://never.example/", "never.example", 0), T0, 200)
+
+
+def test_bad_policies_are_refused() -> None:
+    with pytest.raises(ValueError):
+        Politeness(delay=-1)
+    with pytest.raises(ValueError):
+        Politeness(max_in_flight=0)
+    with pytest.raises(ValueError):
+        Politeness(max_per_host=-1)
+
+
+# -- a random crawl, checked against the rules ------------------------------------------
+
+HOSTS = ["a.example", "b.example", "c.example", "d.example"]
+IPS = {"a.example": "192.0.2.1", "b.example": "192.0.2.1", "c.example": "192.0.2.2"}
+STATUSES = st.sampled_from([200, 200, 200, 404, 500, 503, 429, None])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    urls=st.lists(st.tuples(st.sampled_from(HOSTS), st.integers(0, 30)), max_size=40, unique=True),
+    outcomes=st.lists(
+        st.tuples(STATUSES, st.one_of(st.none(), st.floats(0, 50)), st.floats(0, 3)), max_size=200
+    ),
+    delay=st.floats(0, 5),
+    ip_delay=st.floats(0, 5),
+    crawl_delay=st.floats(0, 8),
+)
+def test_random_crawl_respects_politeness(
+    urls: list[tuple[str, int]],
+    outcomes: list[tuple[int | None, float | None, float]],
+    delay: float,
+    ip_delay: float,
+    crawl_delay: float,
+) -> None:
+    policy = Politeness(delay=delay, ip_delay=ip_delay, max_attempts=3, park_base=20.0)
+    wb = Workbench(policy)
+    wb.set_crawl_delay("a.example", crawl_delay)
+    for host, ip in IPS.items():
+        wb.on_resolved(host, ip)
+    for host, n in urls:
+        assert wb.add(f"http://{host}/{n}", 0, T0)
+    now = T0
+    starts: dict[str, list[float]] = {}
+    ends: dict[str, float] = {}
+    ip_last: dict[str, float] = {}
+    in_flight: list[tuple[Fetch, float]] = []
+    attempts: dict[str, int] = {}
+    finished: set[str] = set()
+    steps = iter(outcomes)
+    for _ in range(2000):
+        decision = wb.next_fetch(now)
+        if isinstance(decision, Fetch):
+            host = decision.host
+            assert all(f.host != host for f, _ in in_flight), "two connections to one host"
+            host_delay = max(delay, crawl_delay if host == "a.example" else 0.0)
+            if host in ends:
+                assert now >= ends[host] + host_delay - 1e-9
+            host_ip = IPS.get(host)
+            if host_ip is not None and host_ip in ip_last:
+                assert now >= ip_last[host_ip] + ip_delay - 1e-9
+            if host_ip is not None:
+                ip_last[host_ip] = now
+            assert decision.url not in finished
+            attempts[decision.url] = attempts.get(decision.url, 0) + 1
+            assert decision.attempt == attempts[decision.url] <= policy.max_attempts
+            starts.setdefault(host, []).append(now)
+            in_flight.append((decision, now))
+            continue
+        if in_flight:
+            fetch, _ = in_flight.pop(0)
+            status, retry_after, duration = next(steps, (200, None, 1.0))
+            now += duration
+            wb.on_done(fetch, now, status, retry_after=retry_after)
+            ends[fetch.host] = now
+            done_ip = IPS.get(fetch.host)
+            if done_ip is not None:
+                ip_last[done_ip] = now
+            if status in (429, 503):
+                wait = retry_after if retry_after is not None else policy.backoff
+                state = wb.host(fetch.host)
+                assert state is not None and state.next_allowed >= now + wait - 1e-9
+            succeeded = status is not None and status < 500 and status != 429
+            if succeeded or attempts[fetch.url] >= policy.max_attempts:
+                finished.add(fetch.url)
+            continue
+        if decision is None:
+            break
+        assert decision != math.inf
+        assert decision > now
+        now = decision
+    else:
+        pytest.fail("the crawl did not finish")
+    assert finished == {f"http://{h}/{n}" for h, n in urls}
+    assert wb.stats(now).queued == 0
