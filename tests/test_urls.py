@@ -61,6 +61,7 @@ class Site:
     def __init__(self) -> None:
         self.pages: dict[str, Page] = {}
         self.seen: list[Seen] = []
+        self.robots: list[Seen] = []  # robots.txt requests, kept apart from the pages
         self.base = ""
 
     def url(self, path: str) -> str:
@@ -75,7 +76,8 @@ class Site:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         headers = {k.lower(): v for k, v in request.headers.items()}
         resp = await self._answer(request, headers)
-        self.seen.append(Seen(request.path_qs, headers, resp.status))
+        seen = self.robots if request.path == "/robots.txt" else self.seen
+        seen.append(Seen(request.path_qs, headers, resp.status))
         return resp
 
     async def _answer(self, request: web.Request, headers: dict[str, str]) -> web.StreamResponse:
@@ -169,7 +171,9 @@ class Harvest:
 async def add(config: Config, url: str, options: dict[str, str] | None = None) -> None:
     store = await AsyncStore(config.store_url).open()
     try:
-        await store.run(lambda tx: add_source(tx, SOURCE, url, "urls", options or {}, time.time()))
+        # The test server is on loopback, and there is no need to wait between requests.
+        raw = {"allow_private": "true", "delay": "0", **(options or {})}
+        await store.run(lambda tx: add_source(tx, SOURCE, url, "urls", raw, time.time()))
     finally:
         await store.close()
 
@@ -661,11 +665,14 @@ def test_a_body_over_max_bytes_fails_its_job(store_url: str, tmp_path: Path) -> 
             assert h.report.outcome == "failed"
             assert h.report.counts == {"done": 3, "failed": 3}  # big, stream, commit
             assert h.report.error == (
-                f"{h.fetch_key(big_url)}: {big_url}: body of 5000 bytes exceeds max_bytes=1000"
+                f"{h.fetch_key(big_url)}: TooLarge: GET {big_url}: Content-Length 5000 exceeds"
+                " max_body=1000"
             )
             stream_job = h.job(h.fetch_key(stream_url))
             assert (stream_job["state"], stream_job["attempts"]) == ("failed", 1)
-            assert stream_job["last_error"] == f"{stream_url}: body exceeds max_bytes=1000"
+            assert stream_job["last_error"] == (
+                f"TooLarge: GET {stream_url}: body exceeds max_body=1000"
+            )
             assert h.job(h.fetch_key(big_url))["attempts"] == 1
             assert h.job(f"{h.root_key}#commit")["state"] == "failed"
             # Each asked for once: a permanent error is not retried.
@@ -718,5 +725,48 @@ def test_a_missing_list_file_fails_the_run(store_url: str, tmp_path: Path) -> No
         )
         assert h.docs == {}
         assert content_files(tmp_path) == {}
+
+    asyncio.run(body())
+
+
+def test_robots_txt_is_obeyed_and_asked_for_once(store_url: str, tmp_path: Path) -> None:
+    config = make_config(store_url, tmp_path)
+
+    async def body() -> None:
+        async with serve(Site()) as site:
+            site.pages["/robots.txt"] = Page(b"User-agent: *\nDisallow: /private\n")
+            site.pages["/a"] = Page(b"here")
+            site.pages["/private/b"] = Page(b"secret")
+            urls = [site.url("/a"), site.url("/private/b")]
+            site.pages["/list.txt"] = Page("\n".join(urls).encode())
+            await add(config, site.url("/list.txt"))
+            h = await harvest(config)
+
+            assert h.report.outcome == "ok"
+            assert site.counts() == {"/list.txt": 1, "/a": 1}
+            assert len(site.robots) == 1
+            doc = h.docs[site.url("/private/b")]
+            assert doc["sha256"] is None and doc["status"] is None
+            assert doc["error"].startswith("RobotsDisallowed")
+
+    asyncio.run(body())
+
+
+def test_private_addresses_are_refused_unless_allowed(store_url: str, tmp_path: Path) -> None:
+    config = make_config(store_url, tmp_path)
+
+    async def body() -> None:
+        async with serve(Site()) as site:
+            site.pages["/a"] = Page(b"here")
+            listing = tmp_path / "list.txt"
+            listing.write_text(site.url("/a") + "\n")
+            await add(config, str(listing), {"allow_private": "false"})
+            h = await harvest(config)
+
+            assert h.report.outcome == "ok"
+            assert not site.seen and not site.robots
+            doc = h.docs[site.url("/a")]
+            assert doc["sha256"] is None
+            assert doc["error"].startswith("AddressRefused") and "private" in doc["error"]
 
     asyncio.run(body())

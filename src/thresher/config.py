@@ -48,6 +48,9 @@ class Config:
     )
     user_agent: str = _opt(DEFAULT_USER_AGENT, "User-Agent sent with every request.")
     http_timeout: float = _opt(60.0, "Total time limit of one HTTP request, in seconds.")
+    delay: float = _opt(
+        1.0, "Seconds between two requests to one host (robots.txt Crawl-delay if larger)."
+    )
 
     @property
     def heartbeat_seconds(self) -> float:

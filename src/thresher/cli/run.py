@@ -9,8 +9,8 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
 
 import click
@@ -31,7 +31,7 @@ from ..plan import ExecutionPlan, RunReport, parse_duration
 from ..store.aio import AsyncStore
 from .app import App, setup_logging
 
-__all__ = ["run_command"]
+__all__ = ["EXIT_SOURCE_FAILED", "JobCounts", "ProgressFactory", "run_command", "run_plan"]
 
 log = logging.getLogger("thresher.run")
 
@@ -41,7 +41,7 @@ EXIT_SOURCE_FAILED = 4
 PLAIN_PROGRESS_SECONDS = 10.0
 
 
-class _Counts:
+class JobCounts:
     def __init__(self) -> None:
         self.done = self.failed = self.retried = 0
 
@@ -68,7 +68,7 @@ async def _run_progress(store: AsyncStore, plan: ExecutionPlan) -> tuple[int, in
 
 @contextmanager
 def _progress(
-    console: Console | None, counts: _Counts, store: AsyncStore, plan: ExecutionPlan
+    console: Console | None, counts: JobCounts, store: AsyncStore, plan: ExecutionPlan
 ) -> Iterator[None]:
     """A progress bar on a terminal (its total grows as jobs spawn children); a plain
     log line every few seconds otherwise."""
@@ -112,12 +112,23 @@ def _progress(
         logger.cancel()
 
 
-async def _main(
-    config: Config, names: tuple[str, ...], every: float | None, console: Console | None
+ProgressFactory = Callable[
+    [Console | None, JobCounts, AsyncStore, ExecutionPlan], AbstractContextManager[None]
+]
+
+
+async def run_plan(
+    config: Config,
+    names: tuple[str, ...],
+    every: float | None,
+    console: Console | None,
+    progress: ProgressFactory | None = None,
 ) -> list[RunReport]:
+    """Run the plan for `names` with signal handling: the first SIGINT/SIGTERM stops
+    gracefully, the second at once."""
     connections = 1 if config.db is None else min(config.workers, 4)
     store = await AsyncStore(config.store_url, connections).open()
-    counts = _Counts()
+    counts = JobCounts()
     plan = ExecutionPlan(config, store, SystemClock(), listener=counts)
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
@@ -141,7 +152,7 @@ async def _main(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig.name)
     try:
-        with _progress(console, counts, store, plan):
+        with (progress or _progress)(console, counts, store, plan):
             if every is None:
                 return [await plan.run_once(names)]
             return await plan.run_every(every, names)
@@ -188,7 +199,7 @@ def run_command(
     console = Console(stderr=True) if show else None
     setup_logging(app.verbose, console)
     started = time.time()
-    reports = asyncio.run(_main(config, names, interval, console))
+    reports = asyncio.run(run_plan(config, names, interval, console))
     failed = False
     for report in reports:
         failed = failed or any(s.outcome == "failed" for s in report.sources)

@@ -10,18 +10,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .model import JOIN_KIND, Job, Outcome
 
 if TYPE_CHECKING:
-    import aiohttp
-
     from ..clock import Clock
     from ..config import Config
+    from ..fetch.polite import PoliteFetcher
     from ..store.aio import AsyncStore
 
-__all__ = ["Handler", "JobContext", "handler_for", "register"]
+__all__ = ["Fetcher", "Handler", "JobContext", "handler_for", "register"]
 
 log = logging.getLogger("thresher.jobs")
 
@@ -33,7 +32,15 @@ class JobContext:
     config: Config
     clock: Clock
     store: AsyncStore
-    http: Callable[[], Awaitable[aiohttp.ClientSession]]
+    # The process's polite fetcher (robots.txt, per-host delay, private addresses
+    # refused unless allowed): every fetch a handler makes goes through it.
+    fetcher: Fetcher
+
+
+class Fetcher(Protocol):
+    def __call__(
+        self, *, allow_private: bool = False, delay: float | None = None
+    ) -> Awaitable[PoliteFetcher]: ...
 
 
 Handler = Callable[[JobContext], Awaitable[Outcome]]

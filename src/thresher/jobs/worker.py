@@ -22,11 +22,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from ..clock import Clock
 from ..config import Config
 from ..errors import LeaseLost
+from ..fetch import FetchSettings
+from ..fetch.polite import PoliteFetcher
+from ..frontier import Politeness
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
 from . import queue
@@ -112,7 +113,7 @@ class WorkerPool:
         self._stopping = asyncio.Event()
         self._finished = asyncio.Event()
         self._wake = asyncio.Event()
-        self._session: aiohttp.ClientSession | None = None
+        self._fetchers: dict[tuple[bool, float], PoliteFetcher] = {}
         self._turn = 0  # rotates the run claimed from first
 
     def stop(self) -> None:
@@ -146,8 +147,8 @@ class WorkerPool:
                     "stop_worker", owner=self.owner, now=now, jobs_done=self.stats.done
                 )
             )
-            if self._session is not None:
-                await self._session.close()
+            for fetcher in self._fetchers.values():
+                await fetcher.__aexit__(None, None, None)
         return self.stats
 
     async def _drain(self, tasks: list[asyncio.Task[None]]) -> None:
@@ -199,13 +200,22 @@ class WorkerPool:
         )
         return queue.expire_leases(tx, now) + queue.expire_dead_owners(tx, now, is_dead_here)
 
-    async def _http(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            timeout = aiohttp.ClientTimeout(total=self.config.http_timeout)
-            self._session = aiohttp.ClientSession(
-                timeout=timeout, headers={"User-Agent": self.config.user_agent}
+    async def _fetcher(
+        self, *, allow_private: bool = False, delay: float | None = None
+    ) -> PoliteFetcher:
+        """The process's polite fetcher for these manners, made on first use."""
+        key = (allow_private, self.config.delay if delay is None else delay)
+        fetcher = self._fetchers.get(key)
+        if fetcher is None:
+            settings = FetchSettings(
+                user_agent=self.config.user_agent,
+                total_timeout=self.config.http_timeout,
+                allow_private=allow_private,
             )
-        return self._session
+            politeness = Politeness(delay=key[1], ip_delay=key[1] / 2)
+            fetcher = await PoliteFetcher(settings, politeness, self.clock).__aenter__()
+            self._fetchers[key] = fetcher
+        return fetcher
 
     async def _work(self, index: int) -> None:
         job: Job | None = None
@@ -257,7 +267,7 @@ class WorkerPool:
         """Run the job and commit its outcome; return the next job, claimed in the same
         transaction as the commit (one transaction per job instead of two)."""
         handler = handler_for(job.kind)
-        ctx = JobContext(job, self.owner, self.config, self.clock, self.store, self._http)
+        ctx = JobContext(job, self.owner, self.config, self.clock, self.store, self._fetcher)
         try:
             if handler is None:
                 raise LookupError(f"no handler for job kind {job.kind!r}")

@@ -6,6 +6,12 @@ conditional GET (ETag / Last-Modified) so an unchanged page costs a 304 and no b
 Bodies are stored once, by SHA-256, under HOME/content/; the `documents` table holds
 the newest state of each URL. HTTP errors a retry cannot fix (404, 410 …) are recorded
 on the document, not retried; 408, 429 and 5xx are retried with backoff.
+
+Every fetch goes through the process's `PoliteFetcher`: robots.txt is obeyed (a URL it
+disallows is recorded, not fetched), one request at a time reaches a host with `delay`
+seconds between them, and private or loopback addresses are refused unless the source
+allows them (`-o allow_private=true`), so a list from elsewhere cannot make Thresher
+fetch an internal service. Redirects are followed by hand, each hop checked again.
 """
 
 from __future__ import annotations
@@ -14,15 +20,14 @@ import hashlib
 import os
 import re
 import uuid
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-import aiohttp
-
 from ..errors import PermanentError, SourceError, TransientError
+from ..fetch import AddressRefused, InvalidRequestURL, Response
+from ..fetch.polite import RobotsDisallowed
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
 from .types import Option, SourceType, register_type
@@ -31,13 +36,8 @@ __all__ = ["URLS", "content_path"]
 
 _RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 
-# Errors of the URL itself that no retry can fix: a redirect loop, a redirect to a URL
-# that is not http(s) or is malformed. They are recorded on the document, like a 404.
-_BAD_URL_ERRORS: tuple[type[Exception], ...] = (
-    aiohttp.TooManyRedirects,
-    aiohttp.InvalidURL,
-    getattr(aiohttp, "NonHttpUrlClientError", aiohttp.InvalidURL),
-)
+# Redirects followed in a row before a URL is recorded as a redirect loop.
+MAX_REDIRECTS = 10
 
 # `#` starts a comment at the start of a line or after white space; a `#` inside a URL
 # is its fragment.
@@ -66,6 +66,10 @@ URLS = register_type(
         check_url=_check_url,
         options={
             "max_bytes": Option(int, 50 * 2**20, "Largest body stored; larger is an error."),
+            "allow_private": Option(
+                bool, False, "Also fetch private, loopback and link-local addresses."
+            ),
+            "delay": Option(float, None, "Seconds between requests to one host [config delay]."),
         },
     )
 )
@@ -78,17 +82,42 @@ def content_path(home: Path, sha256: str) -> Path:
 async def _get_list(ctx: JobContext, where: str) -> bytes:
     # The scheme is case-insensitive: HTTP://host/list is a URL, not a file name.
     if urlsplit(where).scheme in ("http", "https"):
-        session = await ctx.http()
-        async with session.get(where) as resp:
-            if resp.status in _RETRY_STATUSES:
-                raise TransientError(f"URL list {where}: HTTP {resp.status}")
-            if resp.status != 200:
-                raise PermanentError(f"URL list {where}: HTTP {resp.status}")
-            return await resp.read()
+        resp = await _get(ctx, where, {})
+        if resp.status in _RETRY_STATUSES:
+            raise TransientError(f"URL list {where}: HTTP {resp.status}", resp.retry_after)
+        if resp.status != 200:
+            raise PermanentError(f"URL list {where}: HTTP {resp.status}")
+        return resp.content
     try:
         return Path(where).read_bytes()
     except OSError as exc:
         raise PermanentError(f"URL list {where}: {exc.strerror or exc}") from None
+
+
+class TooManyRedirects(PermanentError):
+    """More than MAX_REDIRECTS redirects in a row (a loop, most likely)."""
+
+    def __init__(self, url: str, last: Response) -> None:
+        super().__init__(f"more than {MAX_REDIRECTS} redirects from {url}")
+        self.last = last
+
+
+async def _get(
+    ctx: JobContext, url: str, headers: dict[str, str], max_body: int | None = None
+) -> Response:
+    """GET through the polite fetcher, following redirects (each hop is guarded and
+    polite too); TooManyRedirects carries the last answer."""
+    opts = ctx.job.payload.get("options") or ctx.job.payload
+    fetcher = await ctx.fetcher(
+        allow_private=bool(opts.get("allow_private", False)), delay=opts.get("delay")
+    )
+    target = url
+    for _ in range(MAX_REDIRECTS + 1):
+        resp = await fetcher.get(target, headers, max_body=max_body)
+        if resp.location is None or resp.status == 304:
+            return resp
+        target = resp.location
+    raise TooManyRedirects(url, resp)
 
 
 def parse_list(data: bytes) -> tuple[list[str], list[str]]:
@@ -127,18 +156,6 @@ async def _run(ctx: JobContext) -> Outcome:
     )
 
 
-def _retry_after(value: str | None, now: float) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - now)
-        except (TypeError, ValueError):
-            return None
-
-
 @register("urls.fetch")
 async def _fetch(ctx: JobContext) -> Outcome:
     url, source = ctx.job.payload["url"], ctx.job.source or ""
@@ -150,7 +167,6 @@ async def _fetch(ctx: JobContext) -> Outcome:
             headers["If-None-Match"] = known["etag"]
         if known["last_modified"]:
             headers["If-Modified-Since"] = known["last_modified"]
-    session = await ctx.http()
     doc: dict[str, Any] = dict(
         source=source,
         url=url,
@@ -164,31 +180,32 @@ async def _fetch(ctx: JobContext) -> Outcome:
     )
     answered: int | None = None  # the status of the last response, as sent
     try:
-        async with session.get(url, headers=headers) as resp:
-            doc["status"] = answered = resp.status
-            if resp.status in _RETRY_STATUSES:
-                raise TransientError(
-                    f"{url}: HTTP {resp.status}",
-                    _retry_after(resp.headers.get("Retry-After"), ctx.clock.now()),
-                )
-            if resp.status == 304 and known and headers:
-                # Not modified: the stored body is current, whatever state the last
-                # fetch (a 404 since then, say) left on the document.
-                last = known["status"]
-                doc["status"] = last if last is not None and 200 <= last < 300 else 200
-                doc["etag"] = resp.headers.get("ETag")
-                doc["last_modified"] = resp.headers.get("Last-Modified")
-            elif resp.status >= 300:
-                # An error, or a redirect that was not followed (no Location, or an
-                # unasked-for 304): there is no body to keep.
-                doc["error"] = f"HTTP {resp.status} {resp.reason or ''}".strip()
-            else:
-                doc.update(await _save_body(ctx.config.home, resp, max_bytes, url))
-                doc["etag"] = resp.headers.get("ETag")
-                doc["last_modified"] = resp.headers.get("Last-Modified")
-    except _BAD_URL_ERRORS as exc:
-        history = getattr(exc, "history", ())  # the redirects followed, if any
-        doc["status"] = answered = history[-1].status if history else None
+        resp = await _get(ctx, url, headers, max_bytes)
+        doc["status"] = answered = resp.status
+        if resp.status in _RETRY_STATUSES:
+            raise TransientError(f"{url}: HTTP {resp.status}", resp.retry_after)
+        if resp.status == 304 and known and headers:
+            # Not modified: the stored body is current, whatever state the last
+            # fetch (a 404 since then, say) left on the document.
+            last = known["status"]
+            doc["status"] = last if last is not None and 200 <= last < 300 else 200
+            doc["etag"] = resp.header("ETag")
+            doc["last_modified"] = resp.header("Last-Modified")
+        elif resp.status >= 300:
+            # An error, or a redirect that was not followed (no Location, or an
+            # unasked-for 304): there is no body to keep.
+            doc["error"] = f"HTTP {resp.status} {resp.reason or ''}".strip()
+        else:
+            if len(resp.content) > max_bytes:  # within the limit on the wire, not decoded
+                raise PermanentError(f"{url}: decoded body exceeds max_bytes={max_bytes}")
+            doc.update(_save_body(ctx.config.home, resp.content))
+            doc["content_type"] = resp.header("Content-Type")
+            doc["etag"] = resp.header("ETag")
+            doc["last_modified"] = resp.header("Last-Modified")
+    except (TooManyRedirects, InvalidRequestURL, AddressRefused, RobotsDisallowed) as exc:
+        # Errors of the URL itself that no retry can fix: recorded like a 404.
+        last = getattr(exc, "last", None)
+        doc["status"] = answered = last.status if last is not None else None
         doc["error"] = f"{type(exc).__name__}: {exc}"[:2000]
 
     def write(tx: Tx) -> None:
@@ -197,36 +214,25 @@ async def _fetch(ctx: JobContext) -> Outcome:
     return Outcome(result={"status": answered, "sha256": doc["sha256"]}, write=write)
 
 
-async def _save_body(
-    home: Path, resp: aiohttp.ClientResponse, max_bytes: int, url: str
-) -> dict[str, Any]:
-    """Stream the body to a temporary file, then move it to its content address."""
-    declared = resp.content_length
-    if declared is not None and declared > max_bytes:
-        raise PermanentError(f"{url}: body of {declared} bytes exceeds max_bytes={max_bytes}")
+def _save_body(home: Path, body: bytes) -> dict[str, Any]:
+    """Write the body to a temporary file, then move it to its content address."""
     folder = home / "content"
     folder.mkdir(parents=True, exist_ok=True)
-    digest, size = hashlib.sha256(), 0
+    sha = hashlib.sha256(body).hexdigest()
     # Not mkstemp: its files are private (0600) whatever the umask, and the content
     # files are meant to be read like any other file the user writes.
     tmp = folder / f".part-{uuid.uuid4().hex}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
         with os.fdopen(fd, "wb") as out:
-            async for chunk in resp.content.iter_chunked(1 << 16):
-                size += len(chunk)
-                if size > max_bytes:
-                    raise PermanentError(f"{url}: body exceeds max_bytes={max_bytes}")
-                digest.update(chunk)
-                out.write(chunk)
-        sha = digest.hexdigest()
+            out.write(body)
         final = content_path(home, sha)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, final)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return {"sha256": sha, "length": size, "content_type": resp.headers.get("Content-Type")}
+    return {"sha256": sha, "length": len(body)}
 
 
 @register("urls.commit")

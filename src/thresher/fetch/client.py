@@ -1,0 +1,375 @@
+"""`Fetcher`: the one way Thresher sends a GET, shared by every crawl and archive fetch.
+
+One aiohttp session (one connection pool, one DNS cache) serves every request of a
+process. Each `get` sends exactly one request and returns one `Response`; it never
+follows a redirect (the caller sends `Response.location` through its sieve, robots and
+politeness first), and it raises only `FetchError`s, so no caller deals with aiohttp.
+
+The limits a crawler of strangers' servers needs are enforced here, once:
+
+- addresses: private, loopback, link-local and other special addresses are refused
+  unless `allow_private` (see `guard`), for IP literals, for every name resolved, and
+  again on the exact address of every socket opened;
+- size: `max_body` bytes on the wire (refused early from Content-Length, else as bytes
+  arrive) and `max_decoded` bytes once Content-Encoding is undone (see `decoding`);
+- time: `connect_timeout` per connection attempt, `read_timeout` of silence, and
+  `total_timeout` for the whole exchange. The total includes waiting for a free pooled
+  connection, so callers keep their concurrency near `limit`. Name resolution is bounded
+  by `connect_timeout` on its own.
+
+On the hot path (a crawler doing about 1000 pages/s on two cores) a request costs one
+dict lookup for DNS, no logging, and no re-parsing: headers are taken from aiohttp's
+parser as raw bytes once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import aiohttp
+from aiohttp.connector import Connection
+from w3lib.url import safe_url_string
+from yarl import URL
+
+from thresher.clock import Clock
+from thresher.fetch.decoding import ACCEPT_ENCODING, DecodedTooLarge, decode_content
+from thresher.fetch.dns import DNSCache, GuardedResolver, Lookup
+from thresher.fetch.errors import (
+    AddressRefused,
+    BadResponse,
+    ConnectionFailed,
+    DNSError,
+    FetchError,
+    FetchTimeout,
+    InvalidRequestURL,
+    TooLarge,
+)
+from thresher.fetch.guard import GuardRefusal, guarded_socket
+from thresher.fetch.response import Response
+
+__all__ = ["FetchSettings", "Fetcher", "request_url"]
+
+DEFAULT_USER_AGENT = "Thresher/0.1 (+https://github.com/thresher-crawler/thresher)"
+
+# Bodies above this are decoded in a worker thread (zlib and brotli release the GIL), so
+# inflating a large file does not stall every other fetch and the job heartbeats.
+_THREAD_DECODE = 256 * 1024
+
+# aiohttp's default (8190 bytes per header line) refuses real sites with long cookies or
+# Content-Security-Policy headers; browsers accept far more.
+_MAX_FIELD = 65536
+
+# Characters that may appear in a request URL as they are (RFC 3986 unreserved and
+# reserved, and "%" of an escape). A URL made only of these is sent byte for byte.
+_NEEDS_ENCODING = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
+
+_HEADER_BREAK = re.compile(r"[\r\n\0]")
+
+# aiohttp reports a connection reset in the middle of a body only in the message of
+# its ClientPayloadError (the underlying OSError is not attached).
+_RESET_MARKERS = ("ConnectionResetError", "BrokenPipeError", "ConnectionAbortedError")
+
+
+@dataclass(frozen=True)
+class FetchSettings:
+    """How every fetch of one `Fetcher` behaves: identity, time and size limits, guards."""
+
+    user_agent: str = DEFAULT_USER_AGENT
+    connect_timeout: float = 10.0
+    """Seconds for one TCP (and TLS) connection attempt; also bounds name resolution."""
+    read_timeout: float = 30.0
+    """Longest silence between bytes from the server."""
+    total_timeout: float = 120.0
+    """The whole exchange, body included (and any wait for a pooled connection)."""
+    max_body: int = 50 * 2**20
+    """Bytes on the wire; a larger body is refused (TooLarge), nothing of it kept."""
+    max_decoded: int = 200 * 2**20
+    """Bytes once Content-Encoding is undone: the decompression bomb guard."""
+    allow_private: bool = False
+    """Allow private, loopback, link-local, multicast, reserved, unspecified addresses."""
+    dns_ttl: float = 300.0
+    """Seconds a name's addresses are kept. getaddrinfo gives no TTL: one for all."""
+    limit: int = 100
+    """Connections in the pool, in total."""
+    limit_per_host: int = 0
+    """Connections per (host, port, TLS); 0 means no limit besides `limit`."""
+    verify_tls: bool = True
+    """Check server certificates. Off, expired and self-signed sites can be archived."""
+
+    def __post_init__(self) -> None:
+        for name in ("connect_timeout", "read_timeout", "total_timeout", "dns_ttl"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"FetchSettings.{name} must be > 0, not {getattr(self, name)}")
+        for name in ("max_body", "max_decoded", "limit"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"FetchSettings.{name} must be >= 1, not {getattr(self, name)}")
+        if self.limit_per_host < 0:
+            raise ValueError(f"FetchSettings.limit_per_host must be >= 0: {self.limit_per_host}")
+
+
+def request_url(url: str) -> URL:
+    """`url` as it goes on the wire: a yarl URL, percent-encoded the way browsers do it.
+
+    Characters that cannot appear in a URL (spaces, non-ASCII, quotes, …) are
+    percent-encoded as UTF-8 and a Unicode host is IDNA-encoded; escapes already present
+    are left exactly as they are (never encoded twice, never decoded), as is everything
+    else, so a URL that is already valid is sent unchanged. Raises InvalidRequestURL.
+    """
+    try:
+        wire = url if _NEEDS_ENCODING.search(url) is None else safe_url_string(url.strip())
+        target = URL(wire, encoded=True)
+        port = target.port
+    except (ValueError, UnicodeError) as exc:
+        raise InvalidRequestURL(url, f"malformed URL: {exc}") from None
+    if target.scheme not in ("http", "https"):
+        raise InvalidRequestURL(url, "not an http(s) URL")
+    if not target.raw_host:
+        raise InvalidRequestURL(url, "no host")
+    if not port:
+        raise InvalidRequestURL(url, "port 0")
+    return target
+
+
+class _PeerResponse(aiohttp.ClientResponse):
+    """Remembers the connection's peer address: once a short body is read, aiohttp
+    hands the connection back to the pool and the response no longer knows it."""
+
+    peer: str | None = None
+
+    async def start(self, connection: Connection) -> aiohttp.ClientResponse:
+        transport = connection.transport
+        if transport is not None:
+            peername = transport.get_extra_info("peername")
+            if peername:
+                self.peer = str(peername[0])
+        return await super().start(connection)
+
+
+class Fetcher:
+    """An async context manager owning one aiohttp session; `get` fetches one URL.
+
+    `lookup` (host → IP addresses) and `clock` replace the system resolver and time,
+    for tests.
+    """
+
+    def __init__(
+        self,
+        settings: FetchSettings | None = None,
+        *,
+        lookup: Lookup | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = s = settings or FetchSettings()
+        self.dns = DNSCache(
+            ttl=s.dns_ttl, allow_private=s.allow_private, lookup=lookup, clock=clock
+        )
+        self._session: aiohttp.ClientSession | None = None
+        self._headers = {"User-Agent": s.user_agent, "Accept-Encoding": ACCEPT_ENCODING}
+
+    async def __aenter__(self) -> Fetcher:
+        s = self.settings
+        connector = aiohttp.TCPConnector(
+            limit=s.limit,
+            limit_per_host=s.limit_per_host,
+            resolver=GuardedResolver(self.dns),
+            use_dns_cache=False,  # the resolver caches, and guards what it caches
+            socket_factory=None if s.allow_private else guarded_socket,
+            ssl=s.verify_tls,
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(
+                total=s.total_timeout, sock_connect=s.connect_timeout, sock_read=s.read_timeout
+            ),
+            headers=self._headers,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),  # no cookies carried between fetches
+            response_class=_PeerResponse,
+            max_field_size=_MAX_FIELD,
+            max_line_size=_MAX_FIELD,
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            await session.close()
+
+    async def resolve(self, host: str) -> list[str]:
+        """The addresses `host` may be fetched from (cached for dns_ttl). An IP literal is
+        returned as it is. Raises DNSError, AddressRefused, FetchTimeout."""
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+        known = self.dns.cached(host)
+        if known is not None:
+            return known
+        try:
+            async with asyncio.timeout(self.settings.connect_timeout):
+                return await self.dns.resolve(host)
+        except TimeoutError:
+            raise FetchTimeout(
+                host, f"resolving {host} took over {self.settings.connect_timeout} s"
+            ) from None
+
+    async def get(
+        self, url: str, headers: Mapping[str, str] | None = None, *, max_body: int | None = None
+    ) -> Response:
+        """GET `url` once, with the User-Agent and `headers` (which win over the
+        defaults). Redirects are returned, not followed. Raises only FetchErrors.
+        `max_body` lowers the settings' limit for this request."""
+        session = self._session
+        if session is None:
+            raise RuntimeError("Fetcher.get() called outside 'async with Fetcher()'")
+        target = request_url(url)
+        if headers:
+            _check_headers(url, headers)
+        host = target.raw_host or ""
+        try:
+            if self.dns.cached(host) is None:
+                await self.resolve(host)
+        except FetchError as exc:
+            raise exc.for_url(url) from None
+        started = time.time()
+        t0 = time.perf_counter()
+        resp: aiohttp.ClientResponse | None = None
+        try:
+            resp = await session.get(target, headers=headers, allow_redirects=False)
+            body = await self._read_body(resp, url, max_body)
+        except BaseException as exc:
+            if resp is not None:
+                resp.close()  # unread bytes may follow: the connection cannot be reused
+            if isinstance(exc, FetchError):
+                raise exc.for_url(url) from None
+            if isinstance(exc, Exception):
+                raise _translate(exc, url) from exc
+            raise  # cancelled: not ours to translate
+        resp.release()
+        encoding = resp.headers.getall("Content-Encoding", None)
+        content, decode_error = await self._decode(body, encoding, url)
+        reason = resp.reason or ""
+        if not reason.isascii():
+            # aiohttp decodes the reason as UTF-8 (surrogates for bad bytes); back to the
+            # bytes and to Latin-1 like the headers, so http_head() gives them back.
+            reason = reason.encode("utf-8", "surrogateescape").decode("latin-1")
+        return Response(
+            url=url,
+            status=resp.status,
+            reason=reason,
+            version=f"{resp.version.major}.{resp.version.minor}" if resp.version else "1.1",
+            headers=tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers),
+            body=body,
+            content=content,
+            decode_error=decode_error,
+            ip=resp.peer if isinstance(resp, _PeerResponse) else None,
+            request_head=_request_head(resp),
+            started=started,
+            elapsed=time.perf_counter() - t0,
+        )
+
+    async def _read_body(
+        self, resp: aiohttp.ClientResponse, url: str, max_body: int | None
+    ) -> bytes:
+        limit = self.settings.max_body
+        if max_body is not None:
+            limit = min(limit, max_body)
+        declared = resp.content_length
+        if declared is not None and declared > limit:
+            raise TooLarge(url, f"Content-Length {declared} exceeds max_body={limit}")
+        chunks: list[bytes] = []
+        size = 0
+        stream = resp.content
+        while chunk := await stream.readany():
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(url, f"body exceeds max_body={limit}")
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    async def _decode(
+        self, body: bytes, encoding: list[str] | None, url: str
+    ) -> tuple[bytes, str | None]:
+        if not encoding or not body:
+            # An empty body has nothing to decode, though 304s and HEADs often name the
+            # encoding the full body would have had.
+            return body, None
+        joined = ",".join(encoding)
+        limit = self.settings.max_decoded
+        try:
+            if len(body) > _THREAD_DECODE:
+                return await asyncio.to_thread(decode_content, body, joined, limit)
+            return decode_content(body, joined, limit)
+        except DecodedTooLarge as exc:
+            raise TooLarge(url, str(exc)) from None
+
+
+def _check_headers(url: str, headers: Mapping[str, str]) -> None:
+    # aiohttp refuses these too, but only once connected; a header that would split the
+    # request in two is the caller's bug, found before anything is sent.
+    for name, value in headers.items():
+        if _HEADER_BREAK.search(name) or _HEADER_BREAK.search(value):
+            raise InvalidRequestURL(url, f"invalid request: header {name!r} has CR, LF or NUL")
+
+
+def _request_head(resp: aiohttp.ClientResponse) -> bytes:
+    info = resp.request_info
+    lines = [f"{info.method} {info.url.raw_path_qs} HTTP/1.1"]
+    lines.extend(f"{key}: {value}" for key, value in info.headers.items())
+    lines.append("\r\n")
+    # aiohttp writes header values as UTF-8.
+    return "\r\n".join(lines).encode("utf-8", "surrogateescape")
+
+
+def _translate(exc: Exception, url: str) -> FetchError:
+    """The FetchError for whatever aiohttp, asyncio or the OS raised while fetching `url`.
+    Order matters: aiohttp's classes inherit from several of these at once."""
+    reason = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return DNSError(url, f"cannot resolve host: {exc.os_error}")
+    if isinstance(exc, TimeoutError):
+        return FetchTimeout(url, _timeout_reason(exc))
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        refused = _guard_refusal(exc.os_error)
+        if refused is not None:
+            return AddressRefused(url, refused.strerror or str(refused))
+        if isinstance(exc, aiohttp.ClientSSLError):
+            return ConnectionFailed(url, f"TLS: {exc.os_error}")
+        return ConnectionFailed(url, f"cannot connect: {exc.os_error}")
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        if any(marker in reason for marker in _RESET_MARKERS):
+            return ConnectionFailed(url, f"connection reset while reading the body: {reason}")
+        return BadResponse(url, reason)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        # Without raise_for_status this only comes from the response parser.
+        return BadResponse(url, f"malformed response: {exc.message}")
+    if isinstance(exc, aiohttp.InvalidURL):
+        return InvalidRequestURL(url, f"invalid URL: {reason}")
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return ConnectionFailed(url, "server closed the connection without answering")
+    if isinstance(exc, aiohttp.ClientConnectionError | OSError):
+        return ConnectionFailed(url, f"connection failed: {reason}")
+    if isinstance(exc, aiohttp.ClientError):
+        return BadResponse(url, reason)
+    if isinstance(exc, ValueError):
+        # aiohttp refuses header values with CR/LF or that cannot be encoded.
+        return InvalidRequestURL(url, f"invalid request: {reason}")
+    raise exc  # a bug, not a failed fetch: let it be seen
+
+
+def _guard_refusal(error: BaseException | None) -> GuardRefusal | None:
+    while error is not None:
+        if isinstance(error, GuardRefusal):
+            return error
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def _timeout_reason(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "connecting timed out"
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return "no data from the server within read_timeout"
+    return "the exchange exceeded total_timeout"

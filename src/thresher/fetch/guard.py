@@ -1,0 +1,114 @@
+"""Which IP addresses a fetch may connect to: the server-side request forgery guard.
+
+A crawler follows links and redirects that strangers wrote. Without a guard, a page
+linking to ``http://169.254.169.254/`` (a cloud metadata service), ``http://localhost:5432/``
+or a name that resolves to ``10.0.0.1`` makes the crawler fetch from the network it runs
+in. So, unless the user allows it, every address is checked before connecting, after name
+resolution, on every request (a redirect's target is a new request and is checked again).
+
+The policy is "globally routable unicast only". IPv6 addresses that carry an IPv4 address
+(IPv4-mapped ``::ffff:a.b.c.d``, 6to4 ``2002::/16``, the NAT64 well-known prefix
+``64:ff9b::/96``) are judged by the IPv4 address inside, since that is where the packets
+end up.
+
+`guarded_socket` is the last line: aiohttp calls it for every socket it opens, with the
+exact address about to be connected to, so nothing the resolver or an IP literal let
+through by mistake is ever connected to.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import socket
+from functools import lru_cache
+from typing import Any
+
+__all__ = ["GuardRefusal", "guarded_socket", "ip_literal", "refusal"]
+
+_IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+@lru_cache(maxsize=8192)
+def ip_literal(host: str) -> str | None:
+    """`host` as an IP address string if it is one (brackets of IPv6 URLs removed), else
+    None. Cached: it runs on every request, and most hosts repeat."""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return None
+
+
+def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    if ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if ip in _NAT64:
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+    return None
+
+
+def _kind(ip: _IPAddress) -> str | None:
+    # Most specific first, so the message says "loopback" rather than "private".
+    if ip.is_loopback:
+        return "loopback"
+    if ip.is_unspecified:
+        return "unspecified"
+    if ip.is_link_local:
+        return "link-local"
+    if ip.is_multicast:
+        return "multicast"
+    if ip.is_private:
+        return "private"
+    if ip.is_reserved:
+        return "reserved"
+    if not ip.is_global:
+        return "not globally routable"
+    return None
+
+
+@lru_cache(maxsize=8192)
+def refusal(address: str) -> str | None:
+    """Why `address` must not be contacted ("loopback", "private", …), or None if it is
+    a globally routable unicast address. Something that is not an IP address is refused."""
+    try:
+        ip: _IPAddress = ipaddress.ip_address(address)
+    except ValueError:
+        return "not an IP address"
+    if isinstance(ip, ipaddress.IPv6Address):
+        inner = _embedded_ipv4(ip)
+        if inner is not None:
+            kind = _kind(inner)
+            return None if kind is None else f"{kind} (IPv4 {inner} inside)"
+    return _kind(ip)
+
+
+class GuardRefusal(OSError):
+    """Raised by `guarded_socket`. An OSError because aiohttp and aiohappyeyeballs only
+    handle OSErrors from a socket factory (anything else escapes half-cleaned-up); the
+    fetch client recognises it and reports AddressRefused."""
+
+    def __init__(self, address: str, kind: str) -> None:
+        super().__init__(
+            errno.EACCES, f"address {address} is {kind}; refused (allow_private is off)"
+        )
+        self.address = address
+        self.kind = kind
+
+
+def guarded_socket(addr_info: tuple[Any, ...]) -> socket.socket:
+    """A socket factory for aiohttp's TCPConnector that refuses forbidden addresses.
+
+    `addr_info` is one getaddrinfo() entry: (family, type, proto, canonname, sockaddr).
+    """
+    family, type_, proto, _, sockaddr = addr_info
+    address = sockaddr[0]
+    kind = refusal(address)
+    if kind is not None:
+        raise GuardRefusal(address, kind)
+    return socket.socket(family=family, type=type_, proto=proto)

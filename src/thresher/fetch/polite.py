@@ -1,0 +1,162 @@
+"""Polite fetching for job handlers: the crawl's manners for one-off fetches.
+
+A crawl drives the `Workbench` itself. Jobs — a URL of a `urls` list, a month of a mail
+archive — fetch one URL at a time from many concurrent workers, so they share one
+`PoliteFetcher` per process instead: it asks robots.txt once per site (RFC 9309, through
+the frontier's `RobotsCache`), lets one request at a time reach a host, spaces requests
+by the host's delay (robots.txt Crawl-delay if larger), honours Retry-After on 429/503
+and parks a host that keeps failing (the frontier's `HostState` arithmetic). A wait longer
+than `max_wait` is not slept through: the job gets a `TransientError` with the time to
+come back, so a worker is not held by a parked host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+
+from ..clock import Clock
+from ..errors import PermanentError, TransientError
+from ..frontier import (
+    HostState,
+    InvalidURL,
+    Politeness,
+    RobotsCache,
+    canonicalize,
+    host_of,
+    robots_url,
+    site_of,
+)
+from ..frontier.robots import Site
+from .client import Fetcher, FetchSettings
+from .errors import FetchError, InvalidRequestURL
+from .response import Response
+
+__all__ = ["PoliteFetcher", "RobotsDisallowed"]
+
+# robots.txt may redirect (RFC 9309 §2.3.1.2: follow at least five hops).
+ROBOTS_REDIRECTS = 5
+
+
+class RobotsDisallowed(PermanentError):
+    """robots.txt does not allow this URL to us."""
+
+
+class _Host:
+    def __init__(self, name: str, connections: int) -> None:
+        self.state = HostState(name)
+        self.slots = asyncio.Semaphore(connections)
+
+
+class PoliteFetcher:
+    """One per process: `get(url)` waits its turn for the host, then fetches."""
+
+    def __init__(
+        self,
+        settings: FetchSettings,
+        politeness: Politeness,
+        clock: Clock,
+        *,
+        robots: bool = True,
+        max_wait: float = 30.0,
+    ) -> None:
+        self.settings = settings
+        self.policy = politeness
+        self.clock = clock
+        self.obey_robots = robots
+        self.max_wait = max_wait
+        self.robots = RobotsCache(settings.user_agent)
+        self._fetcher = Fetcher(settings, clock=clock)
+        self._hosts: dict[str, _Host] = {}
+        self._robots_pending: dict[Site, asyncio.Future[None]] = {}
+
+    async def __aenter__(self) -> PoliteFetcher:
+        await self._fetcher.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._fetcher.__aexit__(*exc)
+
+    async def get(
+        self, url: str, headers: Mapping[str, str] | None = None, *, max_body: int | None = None
+    ) -> Response:
+        """GET `url` (no redirects followed) once robots.txt allows it and the host's
+        turn has come; RobotsDisallowed, a FetchError, or TransientError to come back."""
+        try:
+            host_of(canonicalize(url))
+        except InvalidURL as exc:
+            raise InvalidRequestURL(url, exc.reason) from None
+        if self.obey_robots:
+            await self._check_robots(url)
+        return await self._polite_get(url, headers, max_body)
+
+    async def _polite_get(
+        self, url: str, headers: Mapping[str, str] | None, max_body: int | None = None
+    ) -> Response:
+        name = host_of(url)
+        host = self._hosts.get(name)
+        if host is None:
+            host = self._hosts[name] = _Host(name, self.policy.max_in_flight)
+        async with host.slots:
+            state = host.state
+            while (wait := state.ready_at(None) - self.clock.now()) > 0:
+                if wait > self.max_wait:
+                    raise TransientError(f"{name} asked us to wait {wait:.0f} s", retry_after=wait)
+                await self.clock.sleep(wait)
+            state.on_start(self.policy, self.clock.now())
+            try:
+                resp = await self._fetcher.get(url, headers, max_body=max_body)
+            except FetchError:
+                state.on_end(self.policy, self.clock.now(), None, None)
+                raise
+            except BaseException:
+                state.on_end(self.policy, self.clock.now(), 200, None)  # ours, not theirs
+                raise
+            state.on_end(self.policy, self.clock.now(), resp.status, resp.retry_after)
+            return resp
+
+    async def _check_robots(self, url: str) -> None:
+        now = self.clock.now()
+        allowed = self.robots.allowed(url, now)
+        if allowed is None:
+            site = site_of(url)
+            pending = self._robots_pending.get(site)
+            if pending is None:
+                pending = asyncio.get_running_loop().create_future()
+                self._robots_pending[site] = pending
+                try:
+                    await self._fetch_robots(url)
+                finally:
+                    del self._robots_pending[site]
+                    pending.set_result(None)
+            else:
+                await asyncio.shield(pending)
+            allowed = self.robots.allowed(url, self.clock.now())
+        if not allowed:
+            raise RobotsDisallowed(f"GET {url}: disallowed by robots.txt")
+        delay = self.robots.crawl_delay(url, now)
+        if delay is not None:
+            name = host_of(url)
+            host = self._hosts.get(name)
+            if host is None:
+                host = self._hosts[name] = _Host(name, self.policy.max_in_flight)
+            host.state.crawl_delay = delay
+
+    async def _fetch_robots(self, url: str) -> None:
+        target = robots_url(url)
+        status: int | None = None
+        body = b""
+        try:
+            for _ in range(ROBOTS_REDIRECTS + 1):
+                resp = await self._polite_get(target, None)
+                if resp.location is None or not 300 <= resp.status < 400:
+                    status, body = resp.status, resp.content
+                    break
+                target = resp.location
+            else:
+                status = 404  # RFC 9309: too many redirects count as "unavailable"
+        except PermanentError:
+            raise  # a refused address: the URL itself gets the same answer
+        except (FetchError, TransientError):
+            status = None  # unreachable: RFC 9309 says assume disallowed for a while
+        self.robots.on_robots(url, status, body, self.clock.now())

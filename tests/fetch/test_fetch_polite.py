@@ -1,0 +1,102 @@
+"""The polite fetcher that job handlers share: robots.txt once per site, one request at a
+time per host spaced by the delay, Retry-After honoured — timed with a fake clock, against
+a real loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+from aiohttp import web
+from fetch_servers import serve
+
+from thresher.clock import FakeClock
+from thresher.errors import TransientError
+from thresher.fetch import FetchSettings, InvalidRequestURL
+from thresher.fetch.polite import PoliteFetcher, RobotsDisallowed
+from thresher.frontier import Politeness
+
+SETTINGS = FetchSettings(allow_private=True)
+
+
+class Server:
+    def __init__(self, robots: str | None = "User-agent: *\nDisallow: /private\n") -> None:
+        self.robots = robots
+        self.paths: list[str] = []
+        self.busy = 0  # answer this many page requests 503 with Retry-After: 100
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.paths.append(request.path)
+        if request.path == "/robots.txt":
+            if self.robots is None:
+                return web.Response(status=404)
+            return web.Response(text=self.robots)
+        if self.busy:
+            self.busy -= 1
+            return web.Response(status=503, headers={"Retry-After": "100"})
+        return web.Response(text=f"page {request.path}")
+
+
+def test_requests_to_a_host_are_spaced_by_the_delay() -> None:
+    server, clock = Server(), FakeClock()
+
+    async def body() -> list[float]:
+        async with serve(server.handle) as base:
+            polite = PoliteFetcher(SETTINGS, Politeness(delay=5.0), clock)
+            async with polite:
+                starts = []
+                for i in range(3):
+                    resp = await polite.get(f"{base}/p{i}")
+                    assert resp.status == 200
+                    starts.append(clock.now())
+                return starts
+
+    starts = asyncio.run(body())
+    # robots.txt is a request too: each page waits 5 s after the request before it.
+    assert [round(b - a, 6) for a, b in itertools.pairwise(starts)] == [5.0, 5.0]
+    assert server.paths == ["/robots.txt", "/p0", "/p1", "/p2"]
+
+
+def test_robots_txt_is_asked_once_for_concurrent_requests_and_obeyed() -> None:
+    server = Server()
+
+    async def body() -> None:
+        polite = PoliteFetcher(SETTINGS, Politeness(delay=0.0), FakeClock())
+        async with serve(server.handle) as base, polite:
+            pages = await asyncio.gather(*(polite.get(f"{base}/p{i}") for i in range(5)))
+            assert [p.status for p in pages] == [200] * 5
+            with pytest.raises(RobotsDisallowed, match=r"robots\.txt"):
+                await polite.get(f"{base}/private/x")
+
+    asyncio.run(body())
+    assert server.paths.count("/robots.txt") == 1
+    assert "/private/x" not in server.paths
+
+
+def test_a_long_retry_after_sends_the_job_back_instead_of_sleeping() -> None:
+    server = Server(robots=None)
+    server.busy = 1
+
+    async def body() -> None:
+        async with serve(server.handle) as base:
+            polite = PoliteFetcher(SETTINGS, Politeness(delay=0.0), FakeClock(), max_wait=30)
+            async with polite:
+                first = await polite.get(f"{base}/a")
+                assert first.status == 503
+                with pytest.raises(TransientError) as caught:
+                    await polite.get(f"{base}/b")
+                assert caught.value.retry_after == pytest.approx(100, abs=1)
+
+    asyncio.run(body())
+    assert "/b" not in server.paths
+
+
+def test_urls_that_cannot_be_fetched_are_refused_before_any_request() -> None:
+    async def body() -> None:
+        async with PoliteFetcher(SETTINGS, Politeness(), FakeClock()) as polite:
+            for url in ("ftp://127.0.0.1/x", "http:///nohost", "mailto:a@b"):
+                with pytest.raises(InvalidRequestURL):
+                    await polite.get(url)
+
+    asyncio.run(body())
