@@ -161,3 +161,11 @@ def test_postgres_store_reconnects_after_the_server_drops_it(pg_admin_url: str) 
             assert tx.all("list_sources") == []
     finally:
         store.close()
+
+
+def test_postgres_times_are_double_precision() -> None:
+    """PostgreSQL's REAL is 4 bytes: a Unix time in it is off by up to a minute."""
+    import re
+
+    for m in migrations("postgres"):
+        assert not re.search(r"\bREAL\b", m.sql, re.IGNORECASE), m.name

@@ -88,3 +88,13 @@ def test_a_scope_built_directly_works_too() -> None:
     assert scope.allows("http://x.example/a")
     assert scope.allows("http://x.example/b")
     assert not scope.allows("http://x.example/c")
+
+
+def test_allows_canonical_matches_allows_for_canonical_urls() -> None:
+    from thresher.frontier import Scope, canonicalize
+
+    scope = Scope.from_rule("domain", ["http://www.example.com/"], max_depth=2)
+    for url in ["http://example.com/a", "http://sub.example.com/", "http://other.org/"]:
+        for depth in (0, 2, 3):
+            canon = canonicalize(url)
+            assert scope.allows_canonical(canon, depth) == scope.allows(url, depth)

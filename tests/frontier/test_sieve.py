@@ -97,3 +97,15 @@ def test_bytes_per_url() -> None:
     assert len(sieve) == n
     assert 8 <= per_url < 16, per_url
     assert peak_per_url < 28, peak_per_url
+
+
+def test_offer_hashed_and_from_hashes_agree_with_offer() -> None:
+    from thresher.frontier import url_hash
+
+    urls = [f"http://example.com/{i}" for i in range(5000)]
+    rebuilt = Sieve.from_hashes(url_hash(u) for u in urls[:3000])
+    assert len(rebuilt) == 3000
+    fresh = rebuilt.offer_hashed((u, url_hash(u)) for u in urls)
+    assert [u for u, _ in fresh] == urls[3000:]
+    assert all(h == url_hash(u) for u, h in fresh)
+    assert rebuilt.offer(urls) == []

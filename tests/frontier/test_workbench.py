@@ -300,3 +300,34 @@ def test_random_crawl_respects_politeness(
         pytest.fail("the crawl did not finish")
     assert finished == {f"http://{h}/{n}" for h, n in urls}
     assert wb.stats(now).queued == 0
+
+
+def test_on_done_says_whether_the_url_was_queued_again() -> None:
+    wb = Workbench(Politeness(delay=0.0, max_attempts=2, park_after=10))
+    wb.add("http://example.com/a", 0, T0)
+    assert wb.on_done(take(wb, T0), T0, 503, retry_after=0) is True
+    assert wb.on_done(take(wb, T0), T0, 503, retry_after=0) is False  # the last attempt
+    wb.add("http://example.com/b", 0, T0)
+    assert wb.on_done(take(wb, T0), T0, 200) is False
+
+
+def test_a_final_failure_is_not_retried() -> None:
+    wb = Workbench(Politeness(delay=0.0, max_attempts=5, park_after=10))
+    wb.add("http://example.com/a", 0, T0)
+    assert wb.on_done(take(wb, T0), T0, None, final=True) is False
+    assert wb.next_fetch(T0) is None
+    assert wb.stats(T0).dropped == 1
+
+
+def test_a_cancelled_fetch_goes_back_to_the_head_of_its_queue() -> None:
+    wb = Workbench(Politeness(delay=0.0))
+    wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    first = take(wb, T0)
+    wb.on_cancel(first)
+    assert wb.stats(T0).in_flight == 0
+    again = take(wb, T0)
+    assert (again.url, again.attempt) == (first.url, first.attempt)
+    with pytest.raises(ValueError, match="not in flight"):
+        wb.on_cancel(first)
+        wb.on_cancel(first)

@@ -13,6 +13,7 @@ from .. import __version__
 from ..config import describe
 from ..errors import ThresherError
 from .app import App
+from .crawl import crawl_command
 from .demo import demo_command
 from .run import run_command
 from .source import source_group
@@ -53,6 +54,7 @@ def config_command(app: App) -> None:
         click.echo(f"{name} = {value}\n    {doc} [env {env}]")
 
 
+cli.add_command(crawl_command)
 cli.add_command(demo_command)
 cli.add_command(source_group)
 cli.add_command(run_command)

@@ -88,6 +88,12 @@ class Scope:
             canon = canonicalize(url)
         except InvalidURL:
             return False
+        return self.allows_canonical(canon, depth)
+
+    def allows_canonical(self, canon: str, depth: int = 0) -> bool:
+        """`allows` for a URL already in canonical form (the crawler's hot path)."""
+        if self.max_depth is not None and depth > self.max_depth:
+            return False
         if self._regex is not None:
             return self._regex.search(canon) is not None
         if self.kind is ScopeKind.PREFIX:

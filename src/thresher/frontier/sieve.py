@@ -22,6 +22,7 @@ import sys
 from array import array
 from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import islice
 
 from thresher.frontier.canonical import url_hash
 
@@ -56,15 +57,31 @@ class Sieve:
 
         All of `urls` are remembered, so offering them again returns nothing.
         """
-        new: list[str] = []
-        for url in urls:
-            h = url_hash(url)
+        return [url for url, _ in self.offer_hashed((url, url_hash(url)) for url in urls)]
+
+    def offer_hashed(self, items: Iterable[tuple[str, int]]) -> list[tuple[str, int]]:
+        """`offer` for callers that already have each URL's `url_hash` (and keep it)."""
+        new: list[tuple[str, int]] = []
+        for item in items:
+            h = item[1]
             if not self._seen(h):
                 self._recent.add(h)
-                new.append(url)
+                new.append(item)
         if len(self._recent) > max(self._min_buffer, len(self._sorted) * self._merge_fraction):
             self._merge()
         return new
+
+    @classmethod
+    def from_hashes(cls, hashes: Iterable[int]) -> Sieve:
+        """A sieve that has seen exactly `hashes` (unsigned 64-bit, any order, repeats ok)."""
+        sieve = cls()
+        # In chunks, so a resumed crawl of millions of URLs never holds them as a list of
+        # Python ints (~60 bytes each) but only the array and one chunk.
+        it = iter(hashes)
+        while chunk := list(islice(it, 1 << 17)):
+            sieve._recent.update(chunk)
+            sieve._merge()
+        return sieve
 
     def _merge(self) -> None:
         """Merge the recent hashes into the sorted array.

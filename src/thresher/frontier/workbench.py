@@ -107,11 +107,15 @@ class Workbench:
         status: int | None,
         retry_after: float | None = None,
         ip: str | None = None,
-    ) -> None:
+        *,
+        final: bool = False,
+    ) -> bool:
         """`fetch` ended with HTTP `status` (``None``: no answer) at `now`.
 
         A failed fetch (no answer, 429, 5xx) goes back to the head of its host's queue
-        until it has been tried `max_attempts` times, then it is dropped.
+        until it has been tried `max_attempts` times, then it is dropped. `final` says a
+        retry cannot help (the address is refused, the body is too large): the host still
+        counts the failure, the URL is not queued again. Returns whether it was requeued.
         """
         state = self._hosts.get(fetch.host)
         if state is None or state.in_flight < 1:
@@ -123,12 +127,27 @@ class Workbench:
         if state.ip is not None:
             ip_state = self._ips[state.ip]
             ip_state.next_allowed = max(ip_state.next_allowed, now + self.policy.ip_delay)
+        requeued = False
         if is_failure(status):
-            if fetch.attempt < self.policy.max_attempts:
+            if fetch.attempt < self.policy.max_attempts and not final:
                 state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt + 1))
                 self._queued += 1
+                requeued = True
             else:
                 self.dropped += 1
+        self._schedule(state)
+        return requeued
+
+    def on_cancel(self, fetch: Fetch) -> None:
+        """`fetch` was handed out but not started (its site's robots.txt is not known yet):
+        put it back at the head of its queue with no politeness cost."""
+        state = self._hosts.get(fetch.host)
+        if state is None or state.in_flight < 1:
+            raise ValueError(f"{fetch.url} is not in flight: on_cancel once per fetch")
+        state.in_flight -= 1
+        self._in_flight -= 1
+        state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt))
+        self._queued += 1
         self._schedule(state)
 
     # -- decisions ------------------------------------------------------------------------

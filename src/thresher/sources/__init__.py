@@ -1,6 +1,6 @@
 """Source types and the source directory. Importing this registers every built-in type."""
 
-from . import synthetic, urls
+from . import synthetic, urls, web
 from .directory import Source, add_source, get_source, list_sources, remove_source
 from .types import SourceType, all_types, get_type
 
@@ -15,4 +15,5 @@ __all__ = [
     "remove_source",
     "synthetic",
     "urls",
+    "web",
 ]

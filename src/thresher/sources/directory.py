@@ -11,7 +11,14 @@ from ..errors import SourceError, UnknownSource
 from ..store import Row, Tx
 from .types import detect_type, get_type
 
-__all__ = ["Source", "add_source", "get_source", "list_sources", "remove_source"]
+__all__ = [
+    "Source",
+    "add_source",
+    "get_source",
+    "list_sources",
+    "remove_source",
+    "update_source",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 
@@ -55,6 +62,16 @@ def add_source(
         now=now,
     ):
         raise SourceError(f"a source named {name!r} exists already (remove it first)")
+    return get_source(tx, name)
+
+
+def update_source(tx: Tx, name: str, url: str, raw_options: dict[str, str], now: float) -> Source:
+    """Give source `name` a new URL and options (its type and its history stay)."""
+    stype = get_type(get_source(tx, name).type)
+    url, options = stype.validate(url, raw_options)
+    tx.execute(
+        "update_source", name=name, url=url, options=json.dumps(options, sort_keys=True), now=now
+    )
     return get_source(tx, name)
 
 

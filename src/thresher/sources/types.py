@@ -43,6 +43,8 @@ class SourceType:
     check_url: Callable[[str], str]
     detect: Callable[[str], bool] = lambda url: False
     options: dict[str, Option] = field(default_factory=dict)
+    # Checks the options together (a scope regex that compiles, say), after each parsed.
+    check_options: Callable[[str, dict[str, Any]], None] = lambda url, options: None
 
     def validate(self, url: str, raw: dict[str, str]) -> tuple[str, dict[str, Any]]:
         unknown = sorted(set(raw) - set(self.options))
@@ -51,7 +53,9 @@ class SourceType:
             raise SourceError(f"type {self.name} has no option {unknown[0]!r} (options: {known})")
         options = {k: opt.default for k, opt in self.options.items()}
         options.update({k: self.options[k].parse(k, v) for k, v in raw.items()})
-        return self.check_url(url), options
+        url = self.check_url(url)
+        self.check_options(url, options)
+        return url, options
 
 
 _TYPES: dict[str, SourceType] = {}

@@ -6,7 +6,7 @@ store is written once and both backends go through one test suite.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -20,6 +20,10 @@ class Tx(Protocol):
 
     def execute(self, query: str, **params: Any) -> int:
         """Run a statement; return the number of rows it changed."""
+        ...
+
+    def execute_many(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Run one statement per parameter set, in one round trip where the driver can."""
         ...
 
     def one(self, query: str, **params: Any) -> Row | None: ...

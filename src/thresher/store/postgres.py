@@ -7,7 +7,7 @@ so no statement ever sits in an implicit, forgotten transaction holding locks.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -32,6 +32,11 @@ class _PgTx:
 
     def execute(self, query: str, **params: Any) -> int:
         return self._conn.execute(self._queries[query], params).rowcount
+
+    def execute_many(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        if rows:
+            with self._conn.cursor() as cur:
+                cur.executemany(self._queries[query], rows)
 
     def one(self, query: str, **params: Any) -> Row | None:
         return self._conn.execute(self._queries[query], params).fetchone()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,9 @@ class _SQLiteTx:
 
     def execute(self, query: str, **params: Any) -> int:
         return self._conn.execute(self._queries[query], params).rowcount
+
+    def execute_many(self, query: str, rows: Sequence[Mapping[str, Any]]) -> None:
+        self._conn.executemany(self._queries[query], rows)
 
     def one(self, query: str, **params: Any) -> Row | None:
         row = self._conn.execute(self._queries[query], params).fetchone()

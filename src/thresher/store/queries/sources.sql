@@ -59,3 +59,6 @@ WHERE owner = :owner
 
 -- name: live_workers
 SELECT * FROM workers WHERE stopped IS NULL AND heartbeat >= :since ORDER BY owner
+
+-- name: update_source
+UPDATE sources SET url = :url, options = :options, updated = :now WHERE name = :name

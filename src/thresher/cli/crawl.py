@@ -1,0 +1,209 @@
+"""`thresher crawl SEED…`: crawl now, into WARC files; run it again to resume or refresh.
+
+A crawl is a `web` source like any other (named after its first seed and scope unless
+`--name` is given), so `thresher run`, `status` and `source` commands see it too. Running
+the same command again resumes an interrupted crawl, or, once it finished, revisits
+every known URL with a conditional GET and fetches what is new.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..errors import SourceError, UnknownSource
+from ..frontier import canonicalize, host_of
+from ..frontier.errors import InvalidURL
+from ..plan import ExecutionPlan
+from ..sources import add_source, get_source
+from ..sources.directory import update_source
+from ..sources.web import warc_dir
+from ..store import Row
+from ..store.aio import AsyncStore
+from .app import App, setup_logging
+from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
+
+__all__ = ["crawl_command", "crawl_name"]
+
+log = logging.getLogger("thresher.crawl")
+
+PLAIN_PROGRESS_SECONDS = 10.0
+
+
+def crawl_name(seeds: tuple[str, ...], scope: str) -> str:
+    """The source name of an unnamed crawl: the same seeds and scope, the same crawl."""
+    try:
+        canon = sorted({canonicalize(s) for s in seeds})
+    except InvalidURL as exc:
+        raise SourceError(str(exc)) from None
+    digest = hashlib.sha1("\n".join([scope, *canon]).encode()).hexdigest()[:8]
+    host = host_of(canon[0]).replace(":", "_") or "crawl"
+    return f"crawl-{host}-{digest}"[:128]
+
+
+def _line(row: Row | None, started: float) -> str:
+    if row is None:
+        return "starting"
+    elapsed = max(1e-6, time.time() - started)
+    return (
+        f"pages {row['pages']} ({row['pages'] / elapsed:.0f}/s), "
+        f"{row['bytes'] / 2**20:.1f} MiB, queue {row['queued']}, hosts {row['hosts']}, "
+        f"errors {row['errors']}"
+    )
+
+
+def _crawl_progress(source: str) -> Any:
+    @contextmanager
+    def progress(
+        console: Console | None, counts: JobCounts, store: AsyncStore, plan: ExecutionPlan
+    ) -> Iterator[None]:
+        started = time.time()
+
+        async def latest() -> Row | None:
+            return await store.run(lambda tx: tx.one("latest_crawl_run", source=source), False)
+
+        async def poll(show: Any, every: float) -> None:
+            while True:
+                with contextlib.suppress(Exception):  # a busy store only delays the display
+                    show(_line(await latest(), started))
+                await asyncio.sleep(every)
+
+        if console is not None:
+            with Progress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                TimeElapsedColumn(),
+                console=console,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("starting", total=None)
+                refresher = asyncio.get_event_loop().create_task(
+                    poll(lambda text: bar.update(task, description=text), 0.5)
+                )
+                try:
+                    yield
+                finally:
+                    refresher.cancel()
+            return
+        logger = asyncio.get_event_loop().create_task(
+            poll(lambda text: log.info("progress: %s", text), PLAIN_PROGRESS_SECONDS)
+        )
+        try:
+            yield
+        finally:
+            logger.cancel()
+
+    return progress
+
+
+@click.command("crawl")
+@click.argument("seeds", nargs=-1, required=True, metavar="SEED...")
+@click.option(
+    "--scope",
+    default="host",
+    show_default=True,
+    help="host (the seeds' hosts), domain (and subdomains), prefix (under the seeds' "
+    "folders) or a regex the canonical URL must match.",
+)
+@click.option("--max-pages", type=click.IntRange(min=1), help="Fetch at most N URLs this run.")
+@click.option("--max-depth", type=click.IntRange(min=0), help="Follow at most D links from a seed.")
+@click.option("--max-per-host", type=click.IntRange(min=1), help="Queue at most N URLs per host.")
+@click.option(
+    "--delay", type=click.FloatRange(min=0), help="Seconds between fetches from a host [1]."
+)
+@click.option("--concurrency", type=click.IntRange(min=1), help="Fetches in flight [16].")
+@click.option(
+    "--host-connections", type=click.IntRange(min=1), help="Fetches in flight per host [1]."
+)
+@click.option("--user-agent", help="User-Agent to send [the configured one].")
+@click.option(
+    "--allow-private",
+    is_flag=True,
+    default=None,
+    help="Also fetch private, loopback and link-local addresses (refused by default).",
+)
+@click.option("--name", help="Source name for this crawl [crawl-HOST-HASH of seeds and scope].")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
+@click.option(
+    "--progress/--no-progress", default=None, help="Progress display (default: on a terminal)."
+)
+@click.pass_obj
+def crawl_command(
+    app: App,
+    /,
+    seeds: tuple[str, ...],
+    scope: str,
+    name: str | None,
+    as_json: bool,
+    progress: bool | None,
+    **flags: Any,
+) -> None:
+    """Crawl from SEED… into WARC files under HOME/warc/NAME/.
+
+    Polite by default: robots.txt, one connection and a second between fetches per host.
+    Run the same command again to resume an interrupted crawl or to refresh a finished one."""
+    config = app.config
+    name = name or crawl_name(seeds, scope)
+    raw = {"scope": scope, "seeds": " ".join(seeds[1:])}
+    raw.update({k: str(v) for k, v in flags.items() if v is not None})
+    with app.store() as store, store.transaction() as tx:
+        now = time.time()
+        try:
+            existing = get_source(tx, name)
+        except UnknownSource:
+            existing = None
+        if existing is None:
+            add_source(tx, name, seeds[0], "web", raw, now)
+        elif existing.type != "web":
+            raise SourceError(f"source {name!r} is a {existing.type} source, not a web crawl")
+        else:
+            # Options left out keep their defaults, as in a fresh `crawl` command.
+            update_source(tx, name, seeds[0], raw, now)
+    show = sys.stderr.isatty() if progress is None else progress
+    console = Console(stderr=True) if show else None
+    setup_logging(app.verbose, console)
+    started = time.time()
+    reports = asyncio.run(run_plan(config, (name,), None, console, _crawl_progress(name)))
+    report = reports[-1]
+    outcome = "interrupted" if report.interrupted else "ok"
+    error = None
+    for s in report.sources:
+        outcome, error = s.outcome, s.error
+    with app.store() as store, store.transaction(write=False) as tx:
+        row = tx.one("latest_crawl_run", source=name)
+    summary: dict[str, Any] = {"source": name, "status": outcome, "error": error}
+    fields = ("pages", "errors", "bytes", "redirects", "not_modified", "duplicates")
+    for key in (*fields, "robots_excluded", "queued", "hosts"):
+        summary[key] = int(row[key]) if row else 0
+    summary["run"] = int(row["run_id"]) if row else None
+    summary["seconds"] = round(time.time() - started, 3)
+    summary["pages_per_second"] = round(summary["pages"] / max(summary["seconds"], 1e-9), 1)
+    folder = warc_dir(config.home, name)
+    summary["warc_dir"] = str(folder)
+    summary["warc_files"] = sorted(p.name for p in folder.glob("*.warc.gz"))
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        click.echo(
+            f"{name}: {outcome}: {summary['pages']} pages, {summary['bytes'] / 2**20:.1f} MiB, "
+            f"{summary['not_modified']} not modified, {summary['redirects']} redirects, "
+            f"{summary['errors']} errors, {summary['queued']} left in {summary['seconds']:.1f} s"
+            + (f"; {error}" if error else "")
+        )
+        click.echo(f"WARC files in {folder}")
+        if outcome == "interrupted":
+            click.echo("stopped: run the same command again to resume")
+    if outcome == "failed":
+        sys.exit(EXIT_SOURCE_FAILED)

@@ -1,0 +1,558 @@
+"""The crawl engine: the async shell that drives the frontier core.
+
+One loop asks the `Workbench` what may be fetched now and starts up to `concurrency`
+fetch tasks; each task fetches through the guarded `Fetcher`, writes the exchange to the
+WARC files, extracts links, and sends them through scope and sieve back to the workbench.
+New hosts wait behind their site's robots.txt, fetched once per site. Every second (or
+`commit_pages` pages) the engine syncs the WARC file and commits the batch with that
+position (see `ledger`), so a crawl killed at any moment resumes where its last commit
+left it, never fetching a committed page again and never writing a page twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..clock import Clock
+from ..errors import PermanentError
+from ..fetch import Fetcher, FetchError, FetchSettings, Response
+from ..frontier import (
+    Fetch,
+    InvalidURL,
+    RobotsCache,
+    Scope,
+    Sieve,
+    Workbench,
+    canonicalize,
+    host_of,
+    robots_url,
+    site_of,
+    url_hash,
+)
+from ..frontier.politeness import is_failure
+from ..store.aio import AsyncStore
+from ..store.warc import WarcPosition
+from .ledger import Batch, CrawlLedger, Loaded
+from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
+from .settings import CrawlSettings
+
+__all__ = ["CrawlEngine", "CrawlSummary"]
+
+log = logging.getLogger("thresher.crawl")
+
+# robots.txt may redirect (RFC 9309 §2.3.1.2: follow at least five hops).
+ROBOTS_REDIRECTS = 5
+# Links remembered as already sent through scope and sieve (about 100 bytes each).
+RECENT_LINKS = 50_000
+
+
+@dataclass(frozen=True)
+class CrawlSummary:
+    source: str
+    run: int
+    pages: int
+    errors: int
+    bytes: int
+    redirects: int
+    not_modified: int
+    duplicates: int
+    robots_excluded: int
+    queued: int
+    hosts: int
+    seconds: float
+    warc_files: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["warc_files"] = list(self.warc_files)
+        d["pages_per_second"] = round(self.pages / self.seconds, 1) if self.seconds else 0.0
+        return d
+
+
+def _site_key(url: str) -> str:
+    scheme, host, port = site_of(url)
+    return f"{scheme}://{host}:{port}"
+
+
+class CrawlEngine:
+    """Crawls one run of one source; `run()` returns when nothing is left to fetch."""
+
+    def __init__(
+        self,
+        settings: CrawlSettings,
+        *,
+        source: str,
+        run: int,
+        store: AsyncStore,
+        warc_dir: Path,
+        clock: Clock,
+        job: int | None = None,
+        owner: str | None = None,
+        fetch_settings: FetchSettings | None = None,
+    ) -> None:
+        self.settings = settings
+        self.source = source
+        self.run_id = run
+        self.store = store
+        self.warc_dir = warc_dir
+        self.clock = clock
+        self.ledger = CrawlLedger(source, run, job=job, owner=owner)
+        self.fetch_settings = fetch_settings or FetchSettings(
+            user_agent=settings.user_agent,
+            allow_private=settings.allow_private,
+            total_timeout=settings.timeout,
+            max_body=settings.max_body,
+            limit=settings.concurrency * 2,
+        )
+        self.scope: Scope = settings.make_scope()
+        self.workbench = Workbench(settings.politeness())
+        self.robots = RobotsCache(settings.user_agent)
+        self.sieve = Sieve()
+        self.batch = Batch()
+        self.totals: dict[str, int] = {}
+        self._validators: dict[int, tuple[str | None, str | None]] = {}
+        self._waiting: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+        self._robots_inflight: set[str] = set()
+        self._refused: dict[str, str] = {}
+        self._recent: dict[
+            str, int
+        ] = {}  # link -> least depth it was offered at  # site -> why it may not be fetched at all
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._seq = 0
+        self._started = 0  # fetches started this session, for max_pages
+        self._finished_before = 0  # pages finished by earlier sessions of this run
+        self._commit_lock = asyncio.Lock()
+        self._last_commit = 0.0
+        self._failure: BaseException | None = None
+        self.pages: Pages | None = None
+        self.fetcher: Fetcher | None = None
+        # Archiving and the commit that covers it: new exchanges wait while a commit
+        # drains those in progress, so the synced position covers exactly the batch.
+        self._writes_open = asyncio.Event()
+        self._writes_open.set()
+        self._drained = asyncio.Event()
+        self._drained.set()
+        self._outstanding = 0
+        self._archiving: set[asyncio.Task[None]] = set()
+
+    # -- the loop -------------------------------------------------------------------------
+
+    async def run(self) -> CrawlSummary:
+        t0 = time.monotonic()
+        loaded = await self.store.run(lambda tx: self.ledger.load(tx, self.clock.now()))
+        setup = self._restore(loaded)
+        self.pages = await open_pages(setup, self.settings.page_processes)
+        try:
+            async with Fetcher(self.fetch_settings) as fetcher:
+                self.fetcher = fetcher
+                self._discover_pending(loaded)
+                await self._crawl()
+        except BaseException:
+            # Interrupted (a signal, a lost lease, a store error): keep what is done.
+            await self._abort()
+            raise
+        await self._commit(final=True)
+        files = await self.pages.close()
+        row = await self.store.run(lambda tx: tx.one("get_crawl_run", run=self.run_id), False)
+        assert row is not None
+        return CrawlSummary(
+            source=self.source,
+            run=self.run_id,
+            pages=int(row["pages"]),
+            errors=int(row["errors"]),
+            bytes=int(row["bytes"]),
+            redirects=int(row["redirects"]),
+            not_modified=int(row["not_modified"]),
+            duplicates=int(row["duplicates"]),
+            robots_excluded=int(row["robots_excluded"]),
+            queued=int(row["queued"]),
+            hosts=int(row["hosts"]),
+            seconds=time.monotonic() - t0,
+            warc_files=tuple(files),
+        )
+
+    def _restore(self, loaded: Loaded) -> WarcSetup:
+        run = loaded.run
+        self.sieve = loaded.sieve
+        self._seq = loaded.seq
+        self._finished_before = (
+            int(run["pages"])
+            + int(run["errors"])
+            + int(run["redirects"])
+            + int(run["not_modified"])
+        )
+        for r in loaded.robots:
+            scheme, rest = str(r["site"]).split("://", 1)
+            self.robots.on_robots(
+                f"{scheme}://{rest}/robots.txt",
+                r["status"],
+                bytes(r["body"]) if r["body"] is not None else None,
+                float(r["fetched_at"]),
+            )
+        self.warc_dir.mkdir(parents=True, exist_ok=True)
+        prefix = f"{self.source}-run{self.run_id}"
+        resume = None
+        if run["warc_file"] is None:
+            # Nothing committed yet: whatever a dead session wrote is not ours to keep.
+            for stale in self.warc_dir.glob(f"{prefix}-*"):
+                stale.unlink()
+        else:
+            resume = WarcPosition(str(run["warc_file"]), int(run["warc_offset"]))
+        return WarcSetup(self.warc_dir, prefix, self.settings.warc_max_size, resume, loaded.digests)
+
+    def _discover_pending(self, loaded: Loaded) -> None:
+        now = self.clock.now()
+        for p in loaded.pending:
+            if p.etag or p.last_modified:
+                self._validators[p.hash] = (p.etag, p.last_modified)
+            self._admit(p.url, p.hash, p.depth, now)
+        self._discover(self.settings.seeds, depth=0, now=now)
+        if loaded.pending:
+            log.info(
+                "%s: run %s resumes with %d URLs to fetch",
+                self.source,
+                self.run_id,
+                len(loaded.pending),
+            )
+        loaded.pending.clear()
+        loaded.digests.clear()
+
+    async def _crawl(self) -> None:
+        limit = self.settings.concurrency
+        while True:
+            # Cleared before looking, not before waiting: a task that ends while this
+            # loop awaits a commit must still wake the wait below.
+            self._wake.clear()
+            if self._failure is not None:
+                raise self._failure
+            now = self.clock.now()
+            decision: Fetch | float | None = None
+            while len(self._tasks) < limit and not self._page_limit_reached():
+                decision = self.workbench.next_fetch(now)
+                if not isinstance(decision, Fetch):
+                    break
+                self._start(decision)
+            if self._page_limit_reached():
+                decision = None
+            if (
+                not self._tasks
+                and not self._robots_inflight
+                and (decision is None or self._page_limit_reached())
+            ):
+                return
+            if self._due_commit(now):
+                await self._commit()
+            wait = 1.0
+            if isinstance(decision, float) and math.isfinite(decision):
+                wait = min(wait, max(0.0, decision - now))
+            if len(self._tasks) >= limit or wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _page_limit_reached(self) -> bool:
+        cap = self.settings.max_pages
+        return cap is not None and self._finished_before + self._started >= cap
+
+    def _start(self, fetch: Fetch) -> None:
+        allowed = self.robots.allowed(fetch.url, self.clock.now())
+        if allowed is None:  # the site's rules expired during the crawl: ask again first
+            self.workbench.on_cancel(fetch)
+            self._need_robots(fetch.url)
+            return
+        self._started += 1
+        self._spawn(self._fetch(fetch))
+
+    def _spawn(self, coro: Any) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+        self._wake.set()
+
+    def _due_commit(self, now: float) -> bool:
+        return len(self.batch) >= self.settings.commit_pages or (
+            now - self._last_commit >= self.settings.commit_seconds
+            and bool(self.batch.finishes or self.batch.inserts or self.batch.robots)
+        )
+
+    # -- admission: scope, sieve, robots.txt ----------------------------------------------
+
+    def _discover(self, links: list[str] | tuple[str, ...], depth: int, now: float) -> None:
+        """Send links found `depth` hops from a seed through scope and sieve."""
+        fresh: list[tuple[str, int]] = []
+        # BUbiNG's URL cache: most links on a page were on the last pages too, and once a
+        # link went through scope and sieve at some depth, the answer is the same for it
+        # at that depth or deeper — so skip canonicalising it again.
+        recent = self._recent
+        if len(recent) > RECENT_LINKS:
+            recent.clear()
+        for link in links:
+            seen_at = recent.get(link)
+            if seen_at is not None and seen_at <= depth:
+                continue
+            recent[link] = depth
+            try:
+                canon = canonicalize(link)
+            except InvalidURL:
+                continue
+            if self.scope.allows_canonical(canon, depth):
+                fresh.append((canon, url_hash(canon)))
+        for url, h in self.sieve.offer_hashed(fresh):
+            self._seq += 1
+            self.ledger.insert(self.batch, url, h, host_of(url), depth, self._seq)
+            self._admit(url, h, depth, now)
+
+    def _admit(self, url: str, h: int, depth: int, now: float) -> None:
+        if self._refused:
+            refused = self._refused.get(_site_key(url))
+            if refused is not None:
+                self.batch.counts["errors"] += 1
+                self.ledger.finish(self.batch, h, "error", now=now, error=refused)
+                return
+        allowed = self.robots.allowed(url, now)
+        if allowed is None:
+            self._waiting[_site_key(url)].append((url, h, depth))
+            self._need_robots(url)
+        elif not allowed:
+            self.batch.counts["robots_excluded"] += 1
+            self.ledger.finish(self.batch, h, "robots", now=now)
+        else:
+            host = host_of(url)
+            if self.workbench.host(host) is None:
+                self.workbench.set_crawl_delay(host, self.robots.crawl_delay(url, now))
+            if not self.workbench.add(url, depth, now):
+                self.ledger.finish(self.batch, h, "capped", now=now)
+
+    def _need_robots(self, url: str) -> None:
+        site = _site_key(url)
+        if site not in self._robots_inflight:
+            self._robots_inflight.add(site)
+            self._spawn(self._fetch_robots(site, robots_url(url)))
+
+    async def _fetch_robots(self, site: str, url: str) -> None:
+        assert self.fetcher is not None
+        resp: Response | None = None
+        error: str | None = None
+        target = url
+        try:
+            for _ in range(ROBOTS_REDIRECTS + 1):
+                resp = await self.fetcher.get(target)
+                if resp.location is None or not 300 <= resp.status < 400:
+                    break
+                target = resp.location
+        except FetchError as exc:
+            if isinstance(exc, PermanentError):  # refused address, bad URL: no retry helps
+                self._refused[site] = str(exc)
+                self._robots_inflight.discard(site)
+                for u, h, depth in self._waiting.pop(site, []):
+                    self._admit(u, h, depth, self.clock.now())
+                return
+            resp, error = None, str(exc)
+        now = self.clock.now()
+        status = None if resp is None or 300 <= resp.status < 400 else resp.status
+        body = resp.content if resp is not None and status is not None else b""
+        self.robots.on_robots(url, status, body, now)
+        self.ledger.robots(self.batch, site, status, body, now)
+        if resp is not None:
+            await self._archive(_exchange(resp), lambda processed: None)
+        if error:
+            log.warning(
+                "%s: robots.txt unavailable (%s): the site is skipped this run", site, error
+            )
+        delay = self.robots.crawl_delay(url, now)
+        waiting = self._waiting.pop(site, [])
+        for host in {host_of(u) for u, _, _ in waiting}:
+            self.workbench.set_crawl_delay(host, delay)
+        self._robots_inflight.discard(site)
+        for u, h, depth in waiting:
+            self._admit(u, h, depth, now)
+
+    # -- one fetch ------------------------------------------------------------------------
+
+    async def _fetch(self, fetch: Fetch) -> None:
+        assert self.fetcher is not None
+        h = url_hash(fetch.url)
+        headers: dict[str, str] = {}
+        etag, modified = self._validators.get(h, (None, None))
+        if etag:
+            headers["If-None-Match"] = etag
+        if modified:
+            headers["If-Modified-Since"] = modified
+        try:
+            resp = await self.fetcher.get(fetch.url, headers)
+        except FetchError as exc:
+            final = isinstance(exc, PermanentError)
+            if not self.workbench.on_done(fetch, self.clock.now(), None, final=final):
+                self.batch.counts["errors"] += 1
+                self.ledger.finish(self.batch, h, "error", now=self.clock.now(), error=str(exc))
+            return
+        now = self.clock.now()
+        status = resp.status
+        if self.workbench.on_done(fetch, now, status, resp.retry_after, resp.ip):
+            return  # 429/5xx, to be tried again: only the final answer is archived
+        self._validators.pop(h, None)
+        if is_failure(status) or 400 <= status < 500:
+
+            def error(p: Processed) -> None:
+                self.batch.counts["errors"] += 1
+                self.ledger.finish(
+                    self.batch,
+                    h,
+                    "error",
+                    now=now,
+                    status=status,
+                    error=f"HTTP {status}",
+                    warc=(p.filename, p.offset),
+                )
+
+            await self._archive(_exchange(resp), error)
+        elif 300 <= status < 400 and status != 304:
+            target = resp.location
+
+            def redirect(p: Processed) -> None:
+                self.batch.counts["redirects"] += 1
+                self.ledger.finish(
+                    self.batch,
+                    h,
+                    "redirect",
+                    now=now,
+                    status=status,
+                    warc=(p.filename, p.offset),
+                )
+                if target:
+                    self._discover([target], fetch.depth, now)
+
+            await self._archive(_exchange(resp, outlinks=(target,) if target else ()), redirect)
+        elif status == 304:
+
+            def not_modified(p: Processed) -> None:
+                self.batch.counts["not_modified"] += 1
+                self.ledger.finish(
+                    self.batch,
+                    h,
+                    "done",
+                    now=now,
+                    status=status,
+                    etag=resp.header("ETag"),
+                    last_modified=resp.header("Last-Modified"),
+                    warc=(p.filename, p.offset),
+                )
+
+            await self._archive(_exchange(resp), not_modified)
+        else:
+            robots_tag = (resp.header("X-Robots-Tag") or "").lower()
+            follow = "nofollow" not in robots_tag and "none" not in robots_tag
+
+            def page(p: Processed) -> None:
+                counts = self.batch.counts
+                counts["pages"] += 1
+                counts["bytes"] += len(resp.body)
+                counts["duplicates"] += p.duplicate
+                self.ledger.finish(
+                    self.batch,
+                    h,
+                    "done",
+                    now=now,
+                    status=status,
+                    replace=True,
+                    etag=resp.header("ETag"),
+                    last_modified=resp.header("Last-Modified"),
+                    digest=p.digest,
+                    warc=(p.filename, p.offset),
+                )
+                if follow and not p.nofollow and p.links:
+                    self._discover(p.links, fetch.depth + 1, now)
+
+            await self._archive(_exchange(resp, page=resp.decode_error is None), page)
+
+    async def _archive(self, ex: Exchange, record: Callable[[Processed], None]) -> None:
+        """Archive `ex`, then `record` what became of it in the batch — both or neither
+        as far as a commit can tell: a cancelled fetch task still finishes this."""
+        while not self._writes_open.is_set():
+            await self._writes_open.wait()
+        self._outstanding += 1
+        self._drained.clear()
+        inner = asyncio.ensure_future(self._archive_now(ex, record))
+        self._archiving.add(inner)
+        inner.add_done_callback(self._archiving.discard)
+        await asyncio.shield(inner)
+
+    async def _archive_now(self, ex: Exchange, record: Callable[[Processed], None]) -> None:
+        assert self.pages is not None
+        try:
+            record(await self.pages.process(ex))
+        finally:
+            self._outstanding -= 1
+            if not self._outstanding:
+                self._drained.set()
+
+    # -- commits --------------------------------------------------------------------------
+
+    async def _commit(self, *, final: bool = False) -> None:
+        async with self._commit_lock:
+            assert self.pages is not None
+            self._writes_open.clear()
+            try:
+                await self._drained.wait()
+                batch, self.batch = self.batch, Batch()
+                pos = await self.pages.sync()
+            finally:
+                self._writes_open.set()
+            now = self.clock.now()
+            self._last_commit = now
+            stats = self.workbench.stats(now)
+            queued = stats.queued + stats.in_flight + sum(len(w) for w in self._waiting.values())
+            await self.store.run(
+                lambda tx: self.ledger.commit(
+                    tx,
+                    batch,
+                    (pos.filename, pos.offset),
+                    queued=0 if final and not self._page_limit_reached() else queued,
+                    hosts=stats.hosts,
+                    now=now,
+                )
+            )
+
+    async def _abort(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        # Exchanges being archived finish and are recorded, so the last commit below
+        # covers exactly what the WARC files hold up to its position.
+        await asyncio.gather(*self._archiving, return_exceptions=True)
+        try:
+            if self.pages is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._commit())
+        finally:
+            if self.pages is not None:
+                await self.pages.abandon()
+
+
+def _exchange(resp: Response, *, page: bool = False, outlinks: tuple[str, ...] = ()) -> Exchange:
+    return Exchange(
+        url=resp.url,
+        request_head=resp.request_head,
+        response_head=resp.http_head(),
+        body=resp.body,
+        content=None if resp.content is resp.body or resp.content == resp.body else resp.content,
+        content_type=resp.header("Content-Type"),
+        ip=resp.ip,
+        fetched_at=resp.started,
+        page=page,
+        outlinks=outlinks,
+    )

@@ -1,0 +1,232 @@
+"""What happens to a fetched page after the fetch: digest, links, WARC records.
+
+This is the CPU-heavy half of crawling (HTML parsing, hashing, compression), so it can
+run in a child process that owns the `WarcWriter`, leaving the event loop to fetch: two
+cores instead of one. `PageWriter` does the work; `InlinePages` calls it in-process,
+`ProcessPages` in a child. Both process exchanges strictly in the order given, so the
+position `sync()` returns covers exactly the exchanges sent before it — which is what
+lets the engine commit a batch with the WARC position that covers it.
+
+The writer also remembers the payload digest of every page stored (this crawl's and
+earlier runs'), so a page identical to an earlier one becomes a `revisit` record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..parse import extract_links, is_html
+from ..store.warc import WarcPosition, WarcWriter, payload_digest
+
+__all__ = [
+    "Exchange",
+    "InlinePages",
+    "PageWriter",
+    "Pages",
+    "ProcessPages",
+    "Processed",
+    "WarcSetup",
+    "open_pages",
+]
+
+
+@dataclass(frozen=True)
+class WarcSetup:
+    """Where and how the WARC files of one crawl run are written."""
+
+    directory: Path
+    prefix: str
+    max_size: int
+    resume: WarcPosition | None
+    digests: dict[str, tuple[str, float]]  # payload digest -> (url, time) stored earlier
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One HTTP exchange to archive (and, for a page, to parse)."""
+
+    url: str
+    request_head: bytes
+    response_head: bytes
+    body: bytes  # as transferred
+    content: bytes | None  # decoded body when it differs from `body`
+    content_type: str | None
+    ip: str | None
+    fetched_at: float
+    page: bool = False  # a 2xx answer: find its links, and compare its digest
+    outlinks: tuple[str, ...] = ()  # what to record as outlinks when not a page
+
+
+@dataclass(frozen=True)
+class Processed:
+    links: list[str]
+    nofollow: bool
+    digest: str | None
+    duplicate: bool
+    filename: str
+    offset: int
+
+
+class PageWriter:
+    """The single writer of one crawl run's WARC files."""
+
+    def __init__(self, setup: WarcSetup) -> None:
+        self.warc = WarcWriter(
+            setup.directory,
+            setup.prefix,
+            max_size=setup.max_size,
+            resume=setup.resume,
+            software="Thresher",
+        )
+        self.digests = dict(setup.digests)
+
+    def process(self, ex: Exchange) -> Processed:
+        links: list[str] = []
+        nofollow = False
+        digest: str | None = None
+        earlier: tuple[str, float] | None = None
+        if ex.page:
+            content = ex.body if ex.content is None else ex.content
+            if is_html(ex.content_type, content):
+                parsed = extract_links(content, ex.url, ex.content_type)
+                links, nofollow = parsed.links, parsed.nofollow
+            digest = payload_digest(ex.body)
+            earlier = self.digests.get(digest)
+            if earlier is None:
+                self.digests[digest] = (ex.url, ex.fetched_at)
+        rec = self.warc.write_exchange(
+            url=ex.url,
+            request_head=ex.request_head,
+            response_head=ex.response_head,
+            payload=ex.body,
+            ip=ex.ip,
+            fetched_at=ex.fetched_at,
+            revisit_of=earlier,
+            payload_digest=digest,
+            outlinks=links if ex.page else ex.outlinks,
+        )
+        return Processed(links, nofollow, digest, earlier is not None, rec.filename, rec.offset)
+
+    def sync(self) -> WarcPosition:
+        return self.warc.sync()
+
+    def close(self) -> list[str]:
+        self.warc.close()
+        return self.warc.files
+
+
+class Pages(Protocol):
+    async def process(self, ex: Exchange) -> Processed: ...
+
+    async def sync(self) -> WarcPosition: ...
+
+    async def close(self) -> list[str]: ...
+
+    async def abandon(self) -> None:
+        """Stop without closing the files: a resume repairs them from the store."""
+        ...
+
+
+class InlinePages:
+    """Pages processed in the event loop's thread (small crawls, one core)."""
+
+    def __init__(self, setup: WarcSetup) -> None:
+        self.writer = PageWriter(setup)
+
+    async def process(self, ex: Exchange) -> Processed:
+        return self.writer.process(ex)
+
+    async def sync(self) -> WarcPosition:
+        return self.writer.sync()
+
+    async def close(self) -> list[str]:
+        return self.writer.close()
+
+    async def abandon(self) -> None:
+        return None
+
+
+# The child process's writer: a process pool of one worker runs its calls one at a time,
+# in the order they were submitted.
+_writer: PageWriter | None = None
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """A `kill -9` of the crawler must not leave its writer behind (holding its output
+    pipes open, writing on): ask Linux to kill this child when the parent dies."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the request was made
+        os._exit(1)
+
+
+def _child_init(setup: WarcSetup, parent: int) -> None:
+    global _writer
+    _die_with_parent(parent)
+    _writer = PageWriter(setup)
+
+
+def _child_process(ex: Exchange) -> Processed:
+    assert _writer is not None
+    return _writer.process(ex)
+
+
+def _child_sync() -> WarcPosition:
+    assert _writer is not None
+    return _writer.sync()
+
+
+def _child_close() -> list[str]:
+    assert _writer is not None
+    return _writer.close()
+
+
+class ProcessPages:
+    """Pages processed by one child process that owns the WARC writer."""
+
+    def __init__(self, setup: WarcSetup) -> None:
+        # spawn, not fork: the parent has threads (the store's), and forking those is unsafe.
+        self.pool = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_child_init,
+            initargs=(setup, os.getpid()),
+        )
+
+    async def process(self, ex: Exchange) -> Processed:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, _child_process, ex)
+
+    async def sync(self) -> WarcPosition:
+        return await asyncio.get_running_loop().run_in_executor(self.pool, _child_sync)
+
+    async def close(self) -> list[str]:
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.pool, _child_close)
+        finally:
+            self.pool.shutdown()
+
+    async def abandon(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+
+async def open_pages(setup: WarcSetup, processes: int) -> Pages:
+    """`processes` = 0: in this process; 1: in a child process."""
+    if processes <= 0:
+        return InlinePages(setup)
+    pages = ProcessPages(setup)
+    # Start the child now, so a bad resume position fails here and not mid-crawl.
+    await pages.sync()
+    return pages

@@ -1,0 +1,84 @@
+"""What one crawl is asked to do: seeds, scope, limits and manners, in one frozen object.
+
+`thresher crawl` flags and the `web` source type's options both end up here, so the
+engine reads its settings in one place. Defaults are polite (a second between fetches
+to a host, one connection per host, private addresses refused); a benchmark or a test
+turns them down explicitly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import DEFAULT_USER_AGENT
+from ..errors import SourceError
+from ..frontier import Politeness, Scope
+
+__all__ = ["CrawlSettings"]
+
+
+@dataclass(frozen=True)
+class CrawlSettings:
+    """One crawl's settings. Times in seconds, sizes in bytes; ``None`` means no limit."""
+
+    seeds: tuple[str, ...]
+    scope: str = "host"
+    max_pages: int | None = None
+    max_depth: int | None = None
+    max_per_host: int | None = None
+    delay: float = 1.0
+    concurrency: int = 16
+    host_connections: int = 1
+    user_agent: str = DEFAULT_USER_AGENT
+    allow_private: bool = False
+    timeout: float = 60.0
+    max_body: int = 50 * 2**20
+    warc_max_size: int = 1_000_000_000
+    # How often finished pages and the WARC position are committed together: the work a
+    # kill -9 can cost, against one fsync and one transaction per interval.
+    # Pages are parsed and written to WARC in a child process (1) or in the crawling
+    # process (0); None: a child process when the machine has more than one core.
+    parse_processes: int | None = None
+    commit_seconds: float = 1.0
+    commit_pages: int = 1000
+
+    def __post_init__(self) -> None:
+        if not self.seeds:
+            raise SourceError("a crawl needs at least one seed URL")
+        if self.concurrency < 1 or self.host_connections < 1:
+            raise SourceError("concurrency and host connections must be at least 1")
+        if self.delay < 0:
+            raise SourceError("the delay must not be negative")
+        self.make_scope()  # a bad regex is a usage error now, not in the middle of a crawl
+
+    @property
+    def page_processes(self) -> int:
+        if self.parse_processes is not None:
+            return self.parse_processes
+        return 1 if (os.cpu_count() or 1) > 1 else 0
+
+    def make_scope(self) -> Scope:
+        return Scope.from_rule(self.scope, self.seeds, self.max_depth)
+
+    def politeness(self) -> Politeness:
+        # Hosts on one IP address share half the per-host delay: several virtual hosts of
+        # one server are not fetched all at once, yet a host is not slowed by its peers.
+        return Politeness(
+            delay=self.delay,
+            ip_delay=self.delay / 2,
+            max_in_flight=self.host_connections,
+            max_per_host=self.max_per_host,
+        )
+
+    @classmethod
+    def from_source(cls, url: str, options: Mapping[str, Any]) -> CrawlSettings:
+        """Settings of a `web` source: its URL is the first seed, `seeds` adds more."""
+        extra = tuple(str(options.get("seeds") or "").split())
+        fields: dict[str, Any] = {
+            k: v for k, v in options.items() if k in cls.__dataclass_fields__ and v is not None
+        }
+        fields.pop("seeds", None)
+        return cls(seeds=(url, *extra), **fields)

@@ -1,0 +1,82 @@
+-- Web crawls: the sieve on disk, per-run progress and robots.txt answers.
+-- Hashes are the canonical URL's 64-bit hash as a signed BIGINT.
+
+-- name: crawl_hashes
+SELECT hash FROM crawl_urls WHERE source = :source
+
+-- name: crawl_pending
+SELECT hash, url, depth, etag, last_modified, status FROM crawl_urls
+WHERE source = :source AND (fetched_run IS NULL OR fetched_run <> :run)
+ORDER BY depth, seq
+
+-- name: crawl_max_seq
+SELECT coalesce(max(seq), 0) AS seq FROM crawl_urls WHERE source = :source
+
+-- name: crawl_digests
+SELECT digest, url, fetched_at FROM crawl_urls
+WHERE source = :source AND digest IS NOT NULL AND state = 'done'
+
+-- name: insert_crawl_url
+INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run)
+VALUES (:source, :hash, :url, :host, :depth, :seq, :run)
+ON CONFLICT (source, hash) DO NOTHING
+
+-- name: finish_crawl_url
+-- replace = 1: a new body came (its validators, or none, replace the old ones);
+-- replace = 0: a 304 or an error, which keeps what the last body said.
+UPDATE crawl_urls SET
+    fetched_run = :run,
+    state = :state,
+    status = :status,
+    error = :error,
+    etag = CASE WHEN :replace = 1 THEN :etag ELSE coalesce(:etag, etag) END,
+    last_modified = CASE WHEN :replace = 1 THEN :last_modified
+                         ELSE coalesce(:last_modified, last_modified) END,
+    digest = CASE WHEN :replace = 1 THEN :digest ELSE digest END,
+    fetched_at = :fetched_at,
+    warc_file = coalesce(:warc_file, warc_file),
+    warc_offset = coalesce(:warc_offset, warc_offset)
+WHERE source = :source AND hash = :hash
+
+-- name: crawl_url_states
+SELECT url, depth, state, status, error, fetched_run, digest, warc_file, warc_offset
+FROM crawl_urls WHERE source = :source ORDER BY seq
+
+-- name: open_crawl_run
+INSERT INTO crawl_runs (run_id, source, started, updated)
+VALUES (:run, :source, :now, :now)
+ON CONFLICT (run_id) DO NOTHING
+
+-- name: get_crawl_run
+SELECT * FROM crawl_runs WHERE run_id = :run
+
+-- name: latest_crawl_run
+SELECT * FROM crawl_runs WHERE source = :source ORDER BY run_id DESC LIMIT 1
+
+-- name: update_crawl_run
+UPDATE crawl_runs SET
+    warc_file = coalesce(:warc_file, warc_file),
+    warc_offset = coalesce(:warc_offset, warc_offset),
+    pages = pages + :pages,
+    errors = errors + :errors,
+    bytes = bytes + :bytes,
+    redirects = redirects + :redirects,
+    not_modified = not_modified + :not_modified,
+    duplicates = duplicates + :duplicates,
+    robots_excluded = robots_excluded + :robots_excluded,
+    queued = :queued,
+    hosts = :hosts,
+    updated = :now
+WHERE run_id = :run
+
+-- name: crawl_robots
+SELECT site, status, body, fetched_at FROM crawl_robots WHERE source = :source
+
+-- name: upsert_crawl_robots
+INSERT INTO crawl_robots (source, site, status, body, fetched_at)
+VALUES (:source, :site, :status, :body, :fetched_at)
+ON CONFLICT (source, site) DO UPDATE SET
+    status = excluded.status, body = excluded.body, fetched_at = excluded.fetched_at
+
+-- name: lease_held
+SELECT 1 AS held FROM jobs WHERE id = :job AND lease_owner = :owner AND state = 'leased'

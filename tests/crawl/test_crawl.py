@@ -1,0 +1,230 @@
+"""Crawls end to end: a web of loopback hosts, the `web` source type run by the real
+execution plan and worker pool, a real store of each backend, WARC files read back
+with warcio. Every test runs twice (SQLite, PostgreSQL)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crawlsite import Page, SiteServer, build_site
+from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
+
+from thresher.clock import SystemClock
+from thresher.config import Config
+from thresher.plan import ExecutionPlan, SourceReport
+from thresher.sources import add_source
+from thresher.sources.directory import update_source
+from thresher.store import Row
+from thresher.store.aio import AsyncStore
+
+SOURCE = "site"
+# Loopback crawls are allowed explicitly, and fast: no politeness delay.
+FAST = {"allow_private": "true", "delay": "0", "concurrency": "8"}
+
+
+@dataclass
+class Crawl:
+    report: SourceReport
+    run: Row
+    urls: dict[str, Row]
+    result: dict[str, Any]
+
+
+@pytest.fixture
+def site() -> Iterator[SiteServer]:
+    with SiteServer(hosts=3) as s:
+        yield s
+
+
+def make_config(store_url: str, home: Path) -> Config:
+    db = None if store_url.startswith("sqlite") else store_url
+    return Config(home=home, db=db, backoff_base=0.01, backoff_max=0.05, lease_seconds=30)
+
+
+def crawl(config: Config, seeds: list[str], **options: str) -> Crawl:
+    """One `thresher run` of the web source (added on first use, updated after)."""
+
+    async def main() -> Crawl:
+        store = await AsyncStore(config.store_url).open()
+        try:
+            scope = rf"^http://127\.0\.0\.\d+:{seeds[0].split(':')[2].split('/')[0]}/"
+            raw = {**FAST, "scope": scope, **options}
+            if len(seeds) > 1:
+                raw["seeds"] = " ".join(seeds[1:])
+
+            def save(tx: Any) -> None:
+                if tx.one("get_source", name=SOURCE) is None:
+                    add_source(tx, SOURCE, seeds[0], "web", raw, time.time())
+                else:
+                    update_source(tx, SOURCE, seeds[0], raw, time.time())
+
+            await store.run(save)
+            run = await ExecutionPlan(config, store, SystemClock()).run_once([SOURCE])
+            [report] = run.sources
+
+            def read(tx: Any) -> tuple[Row, list[Row], Row]:
+                row = tx.one("get_crawl_run", run=report.run_id)
+                job = tx.one("get_job_by_key", key=f"run{report.run_id}:{SOURCE}")
+                return row, tx.all("crawl_url_states", source=SOURCE), job
+
+            row, urls, job = await store.run(read, write=False)
+        finally:
+            await store.close()
+        result = json.loads(job["result"]) if job and job["result"] else {}
+        return Crawl(report, row, {u["url"]: u for u in urls}, result)
+
+    return asyncio.run(main())
+
+
+def warc_records(home: Path) -> list[Any]:
+    records = []
+    for path in sorted((home / "warc" / SOURCE).glob("*.warc.gz")):
+        with path.open("rb") as f:
+            for rec in ArchiveIterator(f):
+                if rec.rec_type in ("response", "revisit"):
+                    records.append(
+                        (
+                            rec.rec_type,
+                            rec.rec_headers.get_header("WARC-Target-URI"),
+                            rec.http_headers.get_statuscode() if rec.http_headers else None,
+                            rec.content_stream().read(),
+                        )
+                    )
+    return records
+
+
+@pytest.mark.parametrize("processes", ["0", "1"])
+def test_a_crawl_fetches_every_reachable_page_once(
+    site: SiteServer, store_url: str, tmp_path: Path, processes: str
+) -> None:
+    """Pages parsed and archived inline (0) or by a child process (1): the same crawl."""
+    seeds = build_site(site)
+    expected = site.reachable(seeds)
+    c = crawl(make_config(store_url, tmp_path), seeds, parse_processes=processes)
+    assert c.report.outcome == "ok", c.report.error
+
+    hits = site.hit_counts()
+    # Every reachable URL asked for, once; the flaky page twice (503, then 200).
+    assert set(hits) == expected
+    assert {u for u, n in hits.items() if n != 1} == {f"{site.base(0)}/flaky.html"}
+    assert hits[f"{site.base(0)}/flaky.html"] == 2
+    # robots.txt: once per host, and its Disallow honoured.
+    robots = [h.url for h in site.hits if h.url.endswith("/robots.txt")]
+    assert sorted(robots) == sorted(f"{site.base(i)}/robots.txt" for i in range(3))
+    assert f"{site.base(0)}/private/secret.html" not in hits
+    assert f"{site.base(0)}/hidden.html" not in hits  # behind <meta robots nofollow>
+
+    # The store knows each URL once, with what became of it.
+    states = {u: (r["state"], r["status"]) for u, r in c.urls.items()}
+    b = site.base(0)
+    assert states[f"{b}/private/secret.html"] == ("robots", None)
+    assert states[f"{b}/redirect"] == ("redirect", 302)
+    assert states[f"{b}/target.html"] == ("done", 200)
+    assert states[f"{b}/loop-a"] == ("redirect", 301)
+    assert states[f"{b}/loop-b"] == ("redirect", 301)
+    assert states[f"{b}/missing"] == ("error", 404)
+    assert states[f"{b}/flaky.html"] == ("done", 200)
+    assert all(
+        r["state"] != "queued" and r["fetched_run"] == c.report.run_id for u, r in c.urls.items()
+    ), states
+
+    # The WARC files hold each fetched URL exactly once, and duplicates as revisits.
+    records = warc_records(tmp_path)
+    uris = Counter(uri for _, uri, _, _ in records)
+    assert set(uris) == expected | {f"{site.base(i)}/robots.txt" for i in range(3)}
+    assert max(uris.values()) == 1
+    by_uri = {uri: (kind, status, body) for kind, uri, status, body in records}
+    kinds = sorted(by_uri[f"{b}/dup-{x}.html"][0] for x in "ab")
+    assert kinds == ["response", "revisit"]
+    page = f"{site.base(1)}/p/3.html"
+    assert by_uri[page] == ("response", "200", site.pages[page].body)
+    pages = [uri for _, uri, status, _ in records if status == "200" and "robots" not in uri]
+    assert c.run["pages"] == len(pages)
+    assert c.result["pages"] == c.run["pages"]
+    assert c.run["duplicates"] == 1
+    assert c.run["queued"] == 0
+
+
+def test_a_second_crawl_costs_a_304_per_page_and_finds_new_ones(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    seeds = build_site(site, pages_per_host=8)
+    config = make_config(store_url, tmp_path)
+    first = crawl(config, seeds)
+    assert first.report.outcome == "ok"
+    fetched_first = set(site.hit_counts())
+    site.hits.clear()
+
+    # Between the runs a page gains a link to a new page.
+    page_url = f"{site.base(2)}/p/5.html"
+    new_url = f"{site.base(2)}/new.html"
+    site.pages[new_url] = Page(body=b"<html><body>new</body></html>")
+    old = site.pages[page_url]
+    site.pages[page_url] = Page(
+        body=old.body + f'<a href="{new_url}">new</a>'.encode(), links=(*old.links, new_url)
+    )
+    second = crawl(config, seeds)
+    assert second.report.outcome == "ok"
+    assert second.report.run_id != first.report.run_id
+
+    hits = [h for h in site.hits if not h.url.endswith("/robots.txt")]
+    assert Counter(h.url for h in hits) == Counter(fetched_first | {new_url})
+    changed = {
+        page_url,
+        new_url,
+        f"{site.base(0)}/missing",
+        f"{site.base(0)}/redirect",
+        f"{site.base(0)}/loop-a",
+        f"{site.base(0)}/loop-b",
+    }
+    for h in hits:
+        if h.url not in changed:
+            assert h.status == 304, h  # asked conditionally, answered without a body
+    assert second.run["not_modified"] == len([h for h in hits if h.status == 304])
+    assert second.urls[new_url]["state"] == "done"
+    # robots.txt answers are remembered (a day), so not asked for again.
+    assert not [h for h in site.hits if h.url.endswith("/robots.txt")]
+
+
+def test_max_pages_stops_early_and_leaves_the_rest_queued(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    seeds = build_site(site)
+    c = crawl(make_config(store_url, tmp_path), seeds, max_pages="10")
+    assert c.report.outcome == "ok"
+    assert len(site.hit_counts()) == 10
+    assert c.run["queued"] > 0
+    pages = [uri for _, uri, _, _ in warc_records(tmp_path) if not uri.endswith("/robots.txt")]
+    assert sorted(pages) == sorted(site.hit_counts())
+
+
+def test_max_depth_and_scope(site: SiteServer, store_url: str, tmp_path: Path) -> None:
+    seeds = build_site(site)
+    c = crawl(make_config(store_url, tmp_path), seeds, max_depth="1", scope="host")
+    assert c.report.outcome == "ok"
+    home = site.pages[seeds[0]]
+    one_hop = {u.split("#")[0] for u in home.links if u.startswith(site.base(0))}
+    one_hop -= {f"{site.base(0)}/private/secret.html"}
+    # A redirect's target is as many hops from the seed as the redirect.
+    one_hop |= {f"{site.base(0)}/target.html", f"{site.base(0)}/loop-b"}
+    assert set(site.hit_counts()) == {seeds[0]} | one_hop
+
+
+def test_private_addresses_are_refused_by_default(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    seeds = build_site(site, pages_per_host=3)
+    c = crawl(make_config(store_url, tmp_path), seeds, allow_private="false")
+    assert c.report.outcome == "ok"
+    assert not site.hits  # not even robots.txt was asked for
+    assert c.run["pages"] == 0
+    [row] = c.urls.values()
+    assert row["state"] == "error" and "private" in (row["error"] or "").lower()

@@ -1,0 +1,122 @@
+"""`thresher crawl` as users run it: a real subprocess, killed with SIGKILL in the middle
+and run again, against loopback hosts. Runs over both backends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from crawlsite import SiteServer, build_site
+from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
+
+from cli_proc import Home
+from conftest import new_pg_database
+
+
+def make_home(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Home:
+    db = None
+    if backend == "postgres":
+        db = new_pg_database(request.getfixturevalue("pg_admin_url"))
+    return Home(tmp_path / "home", db)
+
+
+def scope_of(site: SiteServer) -> str:
+    return rf"^http://127\.0\.0\.\d+:{site.port}/"
+
+
+def warc_uris(home: Path) -> Counter[str]:
+    uris: Counter[str] = Counter()
+    for path in sorted(home.glob("warc/*/*.warc.gz")):
+        with path.open("rb") as f:
+            for rec in ArchiveIterator(f):
+                if rec.rec_type in ("response", "revisit"):
+                    uris[rec.rec_headers.get_header("WARC-Target-URI")] += 1
+    return uris
+
+
+def test_crawl_command_json_summary(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    home = make_home(backend, tmp_path, request)
+    with SiteServer(hosts=2) as site:
+        seeds = build_site(site, pages_per_host=5)
+        proc = home.run(
+            "crawl", *seeds, "--allow-private", "--delay", "0", "--json", "--scope", scope_of(site)
+        )
+        summary = json.loads(proc.stdout)
+        expected = site.reachable(seeds)
+    assert summary["status"] == "ok"
+    assert summary["pages"] == len(
+        [u for u in expected if not u.endswith(("/missing", "/redirect", "/loop-a", "/loop-b"))]
+    )
+    assert summary["errors"] == 1  # /missing
+    assert summary["redirects"] == 3
+    assert summary["queued"] == 0
+    assert summary["warc_files"] and summary["source"].startswith("crawl-127.0.0.1-")
+    for key in ("bytes", "seconds", "pages_per_second", "hosts", "duplicates", "run"):
+        assert key in summary
+    assert set(warc_uris(home.path)) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
+
+
+@pytest.mark.slow
+def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    home = make_home(backend, tmp_path, request)
+    with SiteServer(hosts=3) as site:
+        seeds = build_site(site, pages_per_host=120)
+        site.latency = 0.005
+        expected = site.reachable(seeds)
+        args = (
+            "crawl",
+            *seeds,
+            "--allow-private",
+            "--delay",
+            "0",
+            "--concurrency",
+            "6",
+            "--json",
+            "--scope",
+            scope_of(site),
+        )
+        proc = home.start(*args)
+        deadline = time.monotonic() + 120
+        committed = 0
+        while committed < 60:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+            try:
+                rows = home.query("SELECT pages FROM crawl_runs")
+            except Exception:  # the database or its tables do not exist yet
+                continue
+            committed = int(rows[0]["pages"]) if rows else 0
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        done_before = {
+            r["url"] for r in home.query("SELECT url FROM crawl_urls WHERE warc_file IS NOT NULL")
+        }
+        assert 60 <= len(done_before) < len(expected)
+
+        again = home.run(*args)
+        summary = json.loads(again.stdout)
+        hits = site.hit_counts()
+
+    assert summary["status"] == "ok"
+    assert summary["queued"] == 0
+    runs = home.query("SELECT id, outcome FROM source_runs")
+    assert [r["outcome"] for r in runs] == ["ok"]  # the same run, resumed
+    assert set(hits) == expected
+    # A URL whose response was committed is not fetched again …
+    assert all(hits[u] == 1 for u in done_before if not u.endswith("/flaky.html"))
+    # … and the WARC files hold every fetched URL exactly once.
+    uris = warc_uris(home.path)
+    assert set(uris) == expected | {f"{site.base(i)}/robots.txt" for i in range(3)}
+    assert max(uris.values()) == 1
+    states = home.query("SELECT state, count(*) AS n FROM crawl_urls GROUP BY state")
+    assert "queued" not in {r["state"] for r in states}
