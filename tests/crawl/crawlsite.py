@@ -31,6 +31,8 @@ class Page:
     fail_first: int = 0  # answer this many requests 503 (Retry-After: 0) first
     links: tuple[str, ...] = ()  # absolute URLs this page links to (for the expected set)
     follow: bool = True
+    hang: float = 0.0  # seconds to stall after the headers (a server that hangs)
+    reset: bool = False  # drop the connection halfway through the body
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,10 @@ class SiteServer:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         url = f"http://{request.host}{request.path_qs}"
         headers = {k.lower(): v for k, v in request.headers.items()}
+        page = self.pages.get(url)
         status = await self._answer(request, url)
-        self.hits.append(Hit(url, status.status, headers, time.monotonic()))
+        if page is None or not (page.hang or page.reset):
+            self.hits.append(Hit(url, status.status, headers, time.monotonic()))
         return status
 
     async def _answer(self, request: web.Request, url: str) -> web.StreamResponse:
@@ -114,6 +118,19 @@ class SiteServer:
         headers = dict(page.headers)
         if 200 <= page.status < 300:
             headers["ETag"] = etag
+        if page.hang or page.reset:
+            # Logged now: the client gives up first, and aiohttp cancels this handler.
+            hit = Hit(url, page.status, {k.lower(): v for k, v in request.headers.items()}, 0.0)
+            self.hits.append(hit)
+            resp = web.StreamResponse(status=page.status, headers=headers)
+            resp.content_length = len(page.body)
+            await resp.prepare(request)
+            await resp.write(page.body[: len(page.body) // 2])
+            if page.hang:
+                await asyncio.sleep(page.hang)
+            if request.transport is not None:
+                request.transport.abort()
+            return resp
         return web.Response(
             status=page.status,
             body=page.body,

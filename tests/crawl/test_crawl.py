@@ -228,3 +228,68 @@ def test_private_addresses_are_refused_by_default(
     assert c.run["pages"] == 0
     [row] = c.urls.values()
     assert row["state"] == "error" and "private" in (row["error"] or "").lower()
+
+
+def test_bad_servers_and_bad_pages_are_recorded_and_the_crawl_goes_on(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    b = site.base(0)
+    bad = {
+        "hang": Page(body=b"x" * 10_000, hang=5.0),
+        "reset": Page(body=b"y" * 100_000, reset=True),
+        "storm": Page(status=500, body=b"down"),
+        "huge": Page(body=b"z" * 300_000),
+        "binary": Page(body=bytes(range(256)) * 40, content_type="text/html"),
+        "latin1": Page(
+            body='<a href="caf\xe9.html">café</a>'.encode("latin-1"),
+            content_type="text/html; charset=utf-8",  # a lie
+        ),
+        "bogus-charset": Page(body=b"<a href=x.html>x</a>", content_type="text/html; charset=nope"),
+        "broken": Page(body=b"<html><a href='ok.html'<div><a href=\"odd path/\xc3\xa4 ?q=1 2\">"),
+        "gzip-lie": Page(body=b"not gzip at all", headers={"Content-Encoding": "gzip"}),
+    }
+    # Each failing server on a host of its own: three failures on one host park it.
+    where = {"hang": site.base(1), "reset": site.base(2)}
+    urls = {name: f"{where.get(name, b)}/{name}" for name in bad}
+    home = f"{b}/"
+    site.pages[home] = Page(body="".join(f'<a href="{u}">.</a>' for u in urls.values()).encode())
+    for name, page in bad.items():
+        site.pages[urls[name]] = page
+    for target in ("x.html", "ok.html"):
+        site.pages[f"{b}/{target}"] = Page(body=b"<p>fine</p>")
+
+    site.robots.clear()
+    c = crawl(
+        make_config(store_url, tmp_path),
+        [home],
+        timeout="1",
+        max_body="200000",
+        parse_processes="0",
+    )
+    assert c.report.outcome == "ok", c.report.error
+    state = {
+        "/" + u.split("/", 3)[3]: (r["state"], r["status"], r["error"]) for u, r in c.urls.items()
+    }
+    assert state["/hang"][0] == "error" and "timeout" in state["/hang"][2]
+    assert state["/reset"][0] == "error"
+    assert state["/storm"] == ("error", 500, "HTTP 500")
+    assert state["/huge"][0] == "error" and "max_body" in state["/huge"][2]
+    for name in ("binary", "latin1", "bogus-charset", "broken", "gzip-lie"):
+        assert state[f"/{name}"][:2] == ("done", 200), name
+    assert state["/x.html"][0] == "done"  # found on the page with a bogus charset
+    assert state["/ok.html"][0] == "done"  # and in the broken markup
+    # Three tries each for the transient failures, once for the permanent one.
+    hits = site.hit_counts()
+    assert [hits[urls[n]] for n in ("storm", "hang", "reset", "huge")] == [3, 3, 3, 1]
+    # The page that lied about its charset links to a name with U+FFFD in it, and the
+    # odd link keeps its inner space: both 404 here, recorded like any other answer.
+    errors = {u for u, s in state.items() if s[0] == "error"}
+    assert errors == {
+        "/hang",
+        "/reset",
+        "/storm",
+        "/huge",
+        "/caf%EF%BF%BD.html",
+        "/odd%20path/%C3%A4%20?q=1+2",
+    }
+    assert c.run["errors"] == len(errors)

@@ -130,9 +130,10 @@ def test_slow_down_without_retry_after_uses_backoff() -> None:
 
 
 def test_repeated_failures_park_the_host_then_it_comes_back() -> None:
-    policy = Politeness(delay=1.0, park_after=3, park_base=100.0, park_max=1000.0, max_attempts=10)
+    policy = Politeness(delay=1.0, park_after=3, park_base=100.0, park_max=1000.0, max_attempts=1)
     wb = Workbench(policy)
-    wb.add("http://example.com/a", 0, T0)
+    for name in "abcde":
+        wb.add(f"http://example.com/{name}", 0, T0)
     now = T0
     for _ in range(2):
         fetch = take(wb, now)
@@ -156,9 +157,23 @@ def test_repeated_failures_park_the_host_then_it_comes_back() -> None:
     assert wb.next_fetch(now) is None
 
 
-def test_parking_is_capped() -> None:
-    wb = Workbench(Politeness(park_after=1, park_base=100.0, park_max=150.0, max_attempts=5))
+def test_retries_of_one_url_do_not_park_its_host() -> None:
+    policy = Politeness(delay=1.0, park_after=3, park_base=100.0, max_attempts=5)
+    wb = Workbench(policy)
     wb.add("http://example.com/a", 0, T0)
+    wb.add("http://example.com/b", 0, T0)
+    now = T0
+    for _ in range(5):  # one bad URL, tried five times
+        wb.on_done(take(wb, now), now, 500)
+        now += 1.0
+    assert wb.stats(now).parked == 0
+    assert take(wb, now).url == "http://example.com/b"
+
+
+def test_parking_is_capped() -> None:
+    wb = Workbench(Politeness(park_after=1, park_base=100.0, park_max=150.0, max_attempts=1))
+    for name in "abcd":
+        wb.add(f"http://example.com/{name}", 0, T0)
     now = T0
     for expected in (100.0, 150.0, 150.0):
         wb.on_done(take(wb, now), now, None)

@@ -11,8 +11,9 @@ A crawler that is fast for us is a burden for the site. The rules, per host:
 - 429 and 503 are the server asking us to slow down: the host waits for `Retry-After`
   (or `backoff` if the server did not say) before anything else is fetched from it;
 - repeated failures (no answer, 429, 5xx) mean the host is in trouble: after
-  `park_after` consecutive failures the host is *parked* for `park_base · 2^k` seconds
-  (k = failures beyond the threshold, capped at `park_max`), then tried again. One success
+  `park_after` consecutive failures of different URLs (retries do not count) the host
+  is *parked* for `park_base · 2^k` seconds (k = failures beyond the threshold, capped
+  at `park_max`), then tried again. One success
   clears the count.
 
 This module holds the policy and the per-host and per-IP state, and the arithmetic of
@@ -90,9 +91,18 @@ class HostState:
         self.next_allowed = max(self.next_allowed, now + self.delay(policy))
 
     def on_end(
-        self, policy: Politeness, now: float, status: int | None, retry_after: float | None
+        self,
+        policy: Politeness,
+        now: float,
+        status: int | None,
+        retry_after: float | None,
+        *,
+        retry: bool = False,
     ) -> None:
-        """Apply the delay, a requested slow-down, and failure parking."""
+        """Apply the delay, a requested slow-down, and failure parking.
+
+        A failed `retry` of a URL does not count towards parking: one bad URL tried three
+        times says little about the host; three different URLs failing in a row do."""
         self.in_flight = max(0, self.in_flight - 1)
         wait = self.delay(policy)
         if is_slow_down(status):
@@ -100,6 +110,8 @@ class HostState:
         self.next_allowed = max(self.next_allowed, now + wait)
         if not is_failure(status):
             self.failures = 0
+            return
+        if retry:
             return
         self.failures += 1
         if self.failures >= policy.park_after:

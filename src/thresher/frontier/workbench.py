@@ -122,7 +122,7 @@ class Workbench:
             raise ValueError(f"{fetch.url} is not in flight: on_done once per fetch")
         if ip is not None and state.ip != ip:
             self.on_resolved(fetch.host, ip)
-        state.on_end(self.policy, now, status, retry_after)
+        state.on_end(self.policy, now, status, retry_after, retry=fetch.attempt > 1)
         self._in_flight -= 1
         if state.ip is not None:
             ip_state = self._ips[state.ip]
