@@ -1,0 +1,957 @@
+"""Crawl throughput: Thresher, Scrapy and wget2 side by side on one synthetic site.
+
+Builds a deterministic site on loopback (by default 20 000 HTML pages of 10-20 KB with
+10-30 links each, spread over 20 host names 127.0.0.1 … 127.0.0.20), serves it with a
+private nginx, then crawls it with each crawler in turn from the same seeds (every host's
+root page), with no politeness delay and the same concurrency, and prints pages/s, CPU
+seconds, peak RSS and pages fetched, and how Thresher compares.
+
+    python3 benchmarks/crawl/run.py                       # 20000 pages, concurrency 32
+    python3 benchmarks/crawl/run.py --pages 2000          # a quick run
+    python3 benchmarks/crawl/run.py --only scrapy,wget2 --concurrency 16
+
+Needs nginx and wget2 (Debian packages `nginx`, `wget2`). Scrapy is installed from PyPI
+into a venv of its own (benchmarks/crawl/.venv-peers) on first use; it is never a
+dependency of Thresher. The results also go to benchmarks/crawl/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import gzip
+import json
+import os
+import platform
+import random
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+PEERS_VENV = HERE / ".venv-peers"
+SCRAPY_REQUIREMENT = "scrapy>=2.11,<3"
+SPIDER_TEMPLATE = HERE / "scrapy_spider.py.in"
+RESULTS = HERE / "results.json"
+CRAWLERS = ("thresher", "scrapy", "wget2")
+HOSTS = 20
+SEED = 20261130  # of the site's random generator: the same site on every run
+USER_AGENT = "thresher-crawl-bench/1"
+
+
+class BenchError(Exception):
+    pass
+
+
+# --- the site ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Site:
+    """Page i lives on host 127.0.0.(i % hosts + 1): pages 0 … hosts-1 are the hosts'
+    root pages (``/``, the seeds), every other page is ``/p/{i}.html``."""
+
+    docroot: Path  # one folder per host address, as nginx's root is docroot/$server_addr
+    port: int
+    pages: int
+    hosts: int = HOSTS
+
+    def host(self, i: int) -> str:
+        return f"127.0.0.{i % self.hosts + 1}"
+
+    def path(self, i: int) -> str:
+        return "/" if i < self.hosts else f"/p/{i}.html"
+
+    def url(self, i: int) -> str:
+        return f"http://{self.host(i)}:{self.port}{self.path(i)}"
+
+    def file(self, i: int) -> Path:
+        return self.docroot / self.host(i) / ("index.html" if i < self.hosts else f"p/{i}.html")
+
+    @property
+    def seeds(self) -> list[str]:
+        return [self.url(i) for i in range(self.hosts)]
+
+    def all_urls(self) -> set[str]:
+        return {self.url(i) for i in range(self.pages)}
+
+
+_SYLLABLES = (
+    "ka", "ro", "mi", "ten", "sa", "lo", "ve", "dur", "an", "is", "pel", "tho", "rin", "gar",
+    "mu", "ne", "sol", "vi", "qua", "bes", "tor", "ly", "fen",
+)  # fmt: skip
+
+
+def _word(rng: random.Random) -> str:
+    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4)))
+
+
+def build_site(docroot: Path, port: int, pages: int, hosts: int = HOSTS) -> tuple[Site, int]:
+    """Write the site's files; (the site, total bytes of HTML).
+
+    Deterministic for a given (pages, hosts, port). Every page is reachable from the seeds:
+    page i links to page i+1, and to 9-29 others picked at random (40 % on its own host,
+    written as a path, the rest anywhere, written as absolute URLs; one link in ten has a
+    #fragment). Every page also links to one page outside the site, which each crawler
+    must leave alone.
+    """
+    if pages < hosts:
+        raise BenchError(f"--pages must be at least {hosts} (one root page per host)")
+    site = Site(docroot, port, pages, hosts)
+    rng = random.Random(SEED)
+    vocabulary = [_word(rng) for _ in range(4000)]
+    paragraphs = [
+        " ".join(rng.choice(vocabulary) for _ in range(rng.randint(30, 120))).capitalize() + "."
+        for _ in range(600)
+    ]
+    for h in range(hosts):
+        (docroot / site.host(h) / "p").mkdir(parents=True, exist_ok=True)
+        (docroot / site.host(h) / "robots.txt").write_text("User-agent: *\nAllow: /\n")
+    total = 0
+    for i in range(pages):
+        html = _page(site, i, rng, vocabulary, paragraphs)
+        data = html.encode()
+        site.file(i).write_bytes(data)
+        total += len(data)
+    return site, total
+
+
+def _page(
+    site: Site, i: int, rng: random.Random, vocabulary: list[str], paragraphs: list[str]
+) -> str:
+    hosts, pages = site.hosts, site.pages
+    targets = [(i + 1) % pages]
+    for _ in range(rng.randint(10, 30) - 1):
+        if rng.random() < 0.4:  # same host
+            h = i % hosts
+            targets.append(h + hosts * rng.randrange((pages - h + hosts - 1) // hosts))
+        else:
+            targets.append(rng.randrange(pages))
+    links = []
+    for j in targets:
+        href = site.path(j) if site.host(j) == site.host(i) else site.url(j)
+        if rng.random() < 0.1:
+            href += f"#s{rng.randint(1, 9)}"
+        text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 4)))
+        links.append(f'<a href="{href}">{text}</a>')
+    title = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(3, 7))).capitalize()
+    head = (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{title} — page {i}</title>\n"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"</head>\n<body>\n<header><nav>{' | '.join(links[:3])}</nav></header>\n"
+        f"<main>\n<h1>{title}</h1>\n"
+    )
+    foot = (
+        '</main>\n<footer><p>Elsewhere: <a href="http://www.example.org/elsewhere.html">'
+        f"example</a>. Page {i} of {pages}.</p></footer>\n</body>\n</html>\n"
+    )
+    target = rng.randint(10_000, 20_000)
+    rest = links[3:]
+    body: list[str] = []
+    size = len(head) + len(foot)
+    while size < target or rest:
+        text = rng.choice(paragraphs)
+        if size + len(text) > target and not rest:
+            text = text[: max(0, target - size - 8)] + "."
+        if rest:
+            cut = rng.randrange(len(text))
+            cut = text.rfind(" ", 0, cut) + 1
+            text = f"{text[:cut]}{rest.pop()} {text[cut:]}"
+        block = f"<p>{text}</p>\n"
+        body.append(block)
+        size += len(block)
+        if rng.random() < 0.1:
+            heading = f'<h2 id="s{len(body)}">{rng.choice(vocabulary).capitalize()}</h2>\n'
+            body.append(heading)
+            size += len(heading)
+    return head + "".join(body) + foot
+
+
+# --- nginx ------------------------------------------------------------------------------
+
+
+def free_port(hosts: int) -> int:
+    """A TCP port that is free on every one of the site's addresses."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        try:
+            for h in range(2, hosts + 1):
+                with socket.socket() as s:
+                    s.bind((f"127.0.0.{h}", port))
+        except OSError:
+            continue
+        return port
+    raise BenchError("found no port free on all the loopback addresses")
+
+
+def find_program(name: str, package: str) -> str:
+    found = shutil.which(name) or (
+        f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").exists() else None
+    )
+    if found is None:
+        raise BenchError(f"{name} is not installed: apt-get install {package}")
+    return found
+
+
+@contextlib.contextmanager
+def nginx(site: Site, work: Path) -> Iterator[Nginx]:
+    """A private nginx serving `site` on every host address; its own config and files in
+    `work`. Its workers run as `nobody` when we are root, so the site is world-readable."""
+    binary = find_program("nginx", "nginx")
+    conf_dir = work / "nginx"
+    for sub in ("", "tmp"):
+        (conf_dir / sub).mkdir(parents=True, exist_ok=True)
+    for path in (work, site.docroot, conf_dir):
+        path.chmod(0o755)
+    status_port = free_port(1)
+    listens = "".join(
+        f"        listen 127.0.0.{h}:{site.port};\n" for h in range(1, site.hosts + 1)
+    )
+    temp = "".join(
+        f"    {kind}_temp_path {conf_dir / 'tmp' / kind};\n"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    (conf_dir / "nginx.conf").write_text(
+        f"""# written by benchmarks/crawl/run.py
+daemon off;
+master_process on;
+worker_processes 1;
+pid {conf_dir / "nginx.pid"};
+error_log {conf_dir / "error.log"} warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+{temp}    types {{ text/html html; text/plain txt; }}
+    default_type application/octet-stream;
+    charset utf-8;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    server {{
+{listens}        root {site.docroot}/$server_addr;
+        index index.html;
+    }}
+    server {{
+        listen 127.0.0.1:{status_port};
+        location / {{ stub_status; }}
+    }}
+}}
+"""
+    )
+    log = open(conf_dir / "stderr.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [binary, "-p", str(conf_dir), "-c", str(conf_dir / "nginx.conf"), "-e", "stderr"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        server = Nginx(proc, status_port, binary)
+        deadline = time.monotonic() + 20
+        while True:
+            if proc.poll() is not None:
+                logs = [conf_dir / "stderr.log", conf_dir / "error.log"]
+                text = "".join(p.read_text(errors="replace") for p in logs if p.exists())
+                raise BenchError(f"nginx exited {proc.returncode}:\n{text}")
+            try:
+                server.requests()
+                for h in range(1, site.hosts + 1):
+                    socket.create_connection((f"127.0.0.{h}", site.port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise BenchError("nginx did not start listening within 20 s") from None
+                time.sleep(0.05)
+        yield server
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGQUIT)  # graceful stop of master and workers
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        log.close()
+
+
+@dataclass
+class Nginx:
+    proc: subprocess.Popen[bytes]
+    status_port: int
+    binary: str
+
+    def requests(self) -> int:
+        """Requests served so far (stub_status), not counting this one."""
+        with socket.create_connection(("127.0.0.1", self.status_port), timeout=5) as s:
+            s.sendall(b"GET / HTTP/1.0\r\nHost: status\r\n\r\n")
+            data = b""
+            while chunk := s.recv(4096):
+                data += chunk
+        m = re.search(rb"\n\s*(\d+)\s+(\d+)\s+(\d+)\s*\n", data)
+        if not m:
+            raise OSError(f"unexpected stub_status answer: {data!r}")
+        return int(m.group(3)) - 1
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the master and its workers (from /proc)."""
+        total = 0
+        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                f = _stat_fields(pid)
+                total += int(f[11]) + int(f[12])
+        return total / os.sysconf("SC_CLK_TCK")
+
+
+# --- measuring a crawler process tree ---------------------------------------------------
+
+
+def _stat_fields(pid: int) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2 :].split()  # the fields after "(command name)"
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root`, from one pass over /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                ppid = int(_stat_fields(int(entry.name))[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_KIB
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def pss_kib(pid: int) -> int:
+    """Proportional set size: the process's RSS with each page shared by k processes
+    counted 1/k, so that summing it over forked processes counts shared pages once."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+@dataclass
+class Usage:
+    seconds: float  # wall time, process start to exit
+    cpu_user: float  # of the process and every descendant it waited for
+    cpu_system: float
+    maxrss_kib: int  # ru_maxrss from wait4: the largest single process of the tree
+    tree_rss_kib: int  # peak of the summed RSS of the live tree, sampled every 0.1 s
+    tree_pss_kib: int  # peak of the summed PSS of the live tree, sampled likewise
+    processes: int  # most processes alive at once in the tree (sampled)
+    returncode: int
+
+    @property
+    def cpu(self) -> float:
+        return self.cpu_user + self.cpu_system
+
+    @property
+    def peak_rss_kib(self) -> int:
+        """The largest process's peak RSS or, when the tree had several processes at once
+        and they needed more together, their peak summed PSS (shared pages counted once)."""
+        return max(self.maxrss_kib, self.tree_pss_kib)
+
+
+def run_measured(
+    cmd: Sequence[str], cwd: Path, log: Path, timeout: float, env: dict[str, str] | None = None
+) -> Usage:
+    """Run `cmd` to its end; wall time, CPU and memory of it and its descendants.
+
+    A thread waits for the process (wait4 gives its rusage and stops the clock at once)
+    while this one samples the tree's RSS every 0.1 s."""
+    with open(log, "wb") as out:
+        started = time.perf_counter()
+        proc = subprocess.Popen(
+            list(cmd), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )  # fmt: skip
+    ended: list[tuple[float, int, resource.struct_rusage]] = []
+
+    def reap() -> None:
+        _, status, usage = os.wait4(proc.pid, 0)
+        ended.append((time.perf_counter(), status, usage))
+
+    waiter = threading.Thread(target=reap, daemon=True)
+    waiter.start()
+    tree_rss = tree_pss = 0
+    most = 1
+    try:
+        while waiter.is_alive():
+            if time.perf_counter() - started > timeout:
+                raise BenchError(f"{cmd[0]} took longer than {timeout:.0f} s; see {log}")
+            tree = [proc.pid, *descendants(proc.pid)]
+            tree_rss = max(tree_rss, sum(rss_kib(p) for p in tree))
+            if len(tree) > 1:  # one process: its ru_maxrss is exact, no need to sample
+                tree_pss = max(tree_pss, sum(pss_kib(p) for p in tree))
+            most = max(most, len(tree))
+            waiter.join(0.1)
+    finally:
+        if waiter.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            waiter.join()
+    end, status, usage = ended[0]
+    seconds = end - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    # Descendants that outlive the crawler (none should) would escape the CPU figure.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    return Usage(
+        seconds=seconds,
+        cpu_user=usage.ru_utime,
+        cpu_system=usage.ru_stime,
+        maxrss_kib=usage.ru_maxrss,
+        tree_rss_kib=tree_rss,
+        tree_pss_kib=tree_pss,
+        processes=most,
+        returncode=proc.returncode,
+    )
+
+
+# --- the crawlers -----------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    crawler: str
+    version: str
+    command: list[str]
+    usage: Usage
+    pages: int  # pages of the site fetched with status 200, as the crawler reports them
+    requests: int  # requests nginx served during the crawl (robots.txt included)
+    server_cpu: float  # nginx's CPU seconds during the crawl
+    missing: list[str] = field(default_factory=list)  # site pages the crawler did not get
+    extra: list[str] = field(default_factory=list)  # fetched URLs that are not site pages
+    notes: list[str] = field(default_factory=list)
+    urls_compared: bool = False  # whether the fetched URLs were checked, not just counted
+
+    @property
+    def rate(self) -> float:
+        return self.pages / self.usage.seconds if self.usage.seconds else 0.0
+
+
+@dataclass
+class Fetched:
+    pages: int
+    urls: set[str] | None  # the URLs, when the crawler's output lets us list them
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Crawl:
+    site: Site
+    concurrency: int
+    out: Path  # an empty folder for the crawler's output
+    timeout: float
+
+
+class Crawler:
+    name = ""
+
+    def available(self) -> str | None:
+        """None when the crawler can run, else why not."""
+        return None
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def command(self, crawl: Crawl) -> tuple[list[str], dict[str, str] | None]:
+        raise NotImplementedError
+
+    def fetched(self, crawl: Crawl, log: Path) -> Fetched:
+        raise NotImplementedError
+
+
+def child_env() -> dict[str, str]:
+    # Settings come from our flags only, not from the THRESHER_* variables of this shell.
+    return {k: v for k, v in os.environ.items() if not k.startswith("THRESHER_")}
+
+
+class Thresher(Crawler):
+    name = "thresher"
+
+    help = ""
+
+    def available(self) -> str | None:
+        proc = subprocess.run(
+            [sys.executable, "-m", "thresher", "crawl", "--help"],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=120,
+        )
+        self.help = proc.stdout
+        return None if proc.returncode == 0 else "this thresher has no `crawl` command yet"
+
+    def version(self) -> str:
+        found = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import os, thresher; print(os.path.dirname(thresher.__file__))",
+            ],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        where = found.stdout.strip()
+        commit = subprocess.run(
+            ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", where, "status", "--porcelain", "--untracked-files=no", "--", "."],
+            capture_output=True,
+            text=True,
+        )
+        if commit.returncode != 0:
+            return f"from {where}"
+        return f"commit {commit.stdout.strip()}" + (" + changes" if dirty.stdout.strip() else "")
+
+    def command(self, crawl: Crawl) -> tuple[list[str], dict[str, str] | None]:
+        pages = crawl.site.pages
+        cmd = [
+            sys.executable, "-m", "thresher", "--home", str(crawl.out / "home"), "crawl",
+            *crawl.site.seeds,
+            "--scope", "host",  # the seeds' hosts: all 20
+            "--max-pages", str(10 * pages),
+            "--max-depth", str(pages),  # the i -> i+1 chain bounds every page's depth
+            "--max-per-host", str(10 * pages),
+            "--delay", "0",
+            "--concurrency", str(crawl.concurrency),
+            "--user-agent", USER_AGENT,
+            "--allow-private",
+            "--json",
+        ]  # fmt: skip
+        if "--host-connections" in self.help:  # as Scrapy's CONCURRENT_REQUESTS_PER_DOMAIN
+            cmd += ["--host-connections", str(crawl.concurrency)]
+        if "--no-progress" in self.help:
+            cmd.append("--no-progress")
+        return cmd, child_env()
+
+    def fetched(self, crawl: Crawl, log: Path) -> Fetched:
+        summary: dict[str, Any] | None = None
+        for line in reversed(log.read_text(errors="replace").splitlines()):
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    summary = json.loads(line)
+                    break
+        if summary is None:
+            raise BenchError(f"thresher printed no JSON summary; see {log}")
+        flat = {k: v for k, v in summary.items() if not isinstance(v, dict | list)}
+        notes = [f"summary: {', '.join(f'{k} {v}' for k, v in flat.items())}"]
+        urls = warc_urls(crawl.out / "home")
+        if urls is None:
+            notes.append("no readable WARC file: page URLs not checked")
+        return Fetched(int(summary["pages"]), urls, notes)
+
+
+def warc_urls(home: Path) -> set[str] | None:
+    """Target URIs of the status-200 response records of every WARC file under `home`."""
+    files = sorted(p for p in home.rglob("*.warc*") if p.is_file())
+    if not files:
+        return None
+    urls: set[str] = set()
+    for path in files:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as f:
+            while True:
+                line = f.readline()
+                if not line:
+                    break
+                if not line.startswith(b"WARC/"):
+                    continue
+                headers: dict[bytes, bytes] = {}
+                while (line := f.readline()).strip():
+                    name, _, value = line.partition(b":")
+                    headers[name.strip().lower()] = value.strip()
+                length = int(headers.get(b"content-length", b"0"))
+                block = f.read(length)
+                if headers.get(b"warc-type") == b"response":
+                    status = block.split(b"\r\n", 1)[0].split()
+                    uri = headers.get(b"warc-target-uri", b"").strip(b"<>").decode()
+                    if len(status) > 1 and status[1] == b"200" and not uri.endswith("/robots.txt"):
+                        urls.add(uri)
+    return urls
+
+
+class Scrapy(Crawler):
+    name = "scrapy"
+
+    @property
+    def python(self) -> Path:
+        return PEERS_VENV / "bin" / "python"
+
+    def available(self) -> str | None:
+        check = [str(self.python), "-c", "import scrapy"]
+        if not self.python.exists() or subprocess.run(check, capture_output=True).returncode:
+            print(f"installing {SCRAPY_REQUIREMENT} into {PEERS_VENV} …", file=sys.stderr)
+            subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+            pip = [str(self.python), "-m", "pip", "install", "-q", SCRAPY_REQUIREMENT]
+            if subprocess.run(pip).returncode:
+                return f"could not install {SCRAPY_REQUIREMENT} into {PEERS_VENV}"
+        return None
+
+    def version(self) -> str:
+        out = subprocess.run(
+            [self.python, "-c", "import scrapy, twisted, sys; print(scrapy.__version__,"
+             " 'Twisted', twisted.__version__, 'Python', sys.version.split()[0])"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return out.stdout.strip()
+
+    def command(self, crawl: Crawl) -> tuple[list[str], dict[str, str] | None]:
+        spider = crawl.out / "spider.py"
+        shutil.copyfile(SPIDER_TEMPLATE, spider)
+        seeds = crawl.out / "seeds.txt"
+        seeds.write_text("".join(f"{u}\n" for u in crawl.site.seeds))
+        n = str(crawl.concurrency)
+        settings = {
+            "CONCURRENT_REQUESTS": n,
+            "CONCURRENT_REQUESTS_PER_DOMAIN": n,
+            "CONCURRENT_REQUESTS_PER_IP": "0",  # 0: the per-domain limit applies
+            "DOWNLOAD_DELAY": "0",
+            "RANDOMIZE_DOWNLOAD_DELAY": "False",
+            "AUTOTHROTTLE_ENABLED": "False",
+            "ROBOTSTXT_OBEY": "True",
+            "HTTPCACHE_ENABLED": "False",
+            "DEPTH_LIMIT": "0",
+            "LOG_LEVEL": "INFO",
+            "TELNETCONSOLE_ENABLED": "False",
+            "REMOTE_CONTROL_ENABLED": "False",  # Scrapy 2.19+; older ones ignore it
+            "USER_AGENT": USER_AGENT,
+        }
+        cmd = [str(PEERS_VENV / "bin" / "scrapy"), "runspider", str(spider)]
+        cmd += ["-a", f"seeds={seeds}", "-a", f"out={crawl.out / 'scrapy.json'}"]
+        for key, value in settings.items():
+            cmd += ["-s", f"{key}={value}"]
+        return cmd, None
+
+    def fetched(self, crawl: Crawl, log: Path) -> Fetched:
+        try:
+            report = json.loads((crawl.out / "scrapy.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise BenchError(f"the spider wrote no report ({exc}); see {log}") from None
+        stats = report["stats"]
+        notes = [
+            f"finish_reason {report['reason']}, responses {stats.get('response_received_count')},"
+            f" robots.txt {stats.get('robotstxt/request_count')},"
+            f" duplicates filtered {stats.get('dupefilter/filtered')},"
+            f" offsite filtered {stats.get('offsite/filtered')},"
+            f" memusage/max {stats.get('memusage/max', 0) // 2**20} MiB"
+        ]
+        urls = set(report["urls"])
+        twice = int(report["pages"]) - len(urls)
+        if twice:
+            notes.append(
+                f"{twice} pages fetched twice: start_urls are requested with dont_filter=True, so"
+                " the duplicate filter does not record them and links back to them fetch them again"
+            )
+        return Fetched(int(report["pages"]), urls, notes)
+
+
+class Wget2(Crawler):
+    name = "wget2"
+
+    def available(self) -> str | None:
+        return None if shutil.which("wget2") else "wget2 is not installed: apt-get install wget2"
+
+    def version(self) -> str:
+        out = subprocess.run(["wget2", "--version"], capture_output=True, text=True)
+        return out.stdout.split("\n", 1)[0].removeprefix("GNU Wget2 ").split(" - ")[0]
+
+    def command(self, crawl: Crawl) -> tuple[list[str], dict[str, str] | None]:
+        hosts = ",".join(sorted({crawl.site.host(h) for h in range(crawl.site.hosts)}))
+        cmd = [
+            "wget2", "--recursive", "--level=inf", "--span-hosts", f"--domains={hosts}",
+            "--no-parent", "--robots=on", f"--max-threads={crawl.concurrency}",
+            "--no-verbose", f"--user-agent={USER_AGENT}", "-P", str(crawl.out / "files"),
+            *crawl.site.seeds,
+        ]  # fmt: skip
+        return cmd, None
+
+    def fetched(self, crawl: Crawl, log: Path) -> Fetched:
+        """The saved pages, mapped back to URLs (robots.txt files left out)."""
+        base = crawl.out / "files"
+        urls: set[str] = set()
+        for path in base.rglob("*"):
+            if path.is_file() and path.name != "robots.txt":
+                rel = path.relative_to(base).as_posix()
+                host, _, rest = rel.partition("/")
+                if ":" not in host:
+                    host += f":{crawl.site.port}"
+                rest = "" if rest == "index.html" else rest
+                urls.add(f"http://{host}/{rest}")
+        return Fetched(len(urls), urls)
+
+
+ALL: dict[str, Crawler] = {c.name: c for c in (Thresher(), Scrapy(), Wget2())}
+
+
+def run_crawler(
+    crawler: Crawler, site: Site, server: Nginx, work: Path, concurrency: int, timeout: float
+) -> Row:
+    out = work / crawler.name
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    crawl = Crawl(site, concurrency, out, timeout)
+    cmd, env = crawler.command(crawl)
+    version = crawler.version()
+    requests0, cpu0 = server.requests(), server.cpu_seconds()
+    log = out / "crawler.log"
+    usage = run_measured(cmd, out, log, timeout, env)
+    requests = server.requests() - requests0 - 1  # our own status request in between
+    server_cpu = server.cpu_seconds() - cpu0
+    if usage.returncode not in (0, 8) or (usage.returncode == 8 and crawler.name != "wget2"):
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
+        raise BenchError(f"{crawler.name} exited {usage.returncode}; last lines of {log}:\n{tail}")
+    got = crawler.fetched(crawl, log)
+    row = Row(crawler.name, version, cmd, usage, got.pages, requests, server_cpu, notes=got.notes)
+    if usage.returncode:
+        row.notes.append(f"exit status {usage.returncode}")
+    if got.urls is not None:
+        want = site.all_urls()
+        row.missing = sorted(want - got.urls)
+        row.extra = sorted(got.urls - want)
+        row.pages = len(want & got.urls)  # each page once, however often it was fetched
+        row.urls_compared = True
+        if got.pages != len(got.urls):
+            row.notes.append(f"it counts {got.pages} pages fetched, {len(got.urls)} distinct URLs")
+    return row
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+def _mib(kib: int) -> str:
+    return f"{kib / 1024:.0f}"
+
+
+def table(rows: Sequence[Row], pages: int) -> str:
+    lines = [
+        "| crawler | pages fetched | requests | seconds | pages/s | CPU s (user+sys)"
+        " | CPU ms/page | peak RSS MiB | processes | nginx CPU s |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in rows:
+        u = r.usage
+        lines.append(
+            f"| {r.crawler} | {r.pages} of {pages} | {r.requests}"
+            f" | {u.seconds:.1f} | {r.rate:.0f} | {u.cpu:.1f} ({u.cpu_user:.1f}+{u.cpu_system:.1f})"
+            f" | {1000 * u.cpu / max(1, r.pages):.2f} | {_mib(u.peak_rss_kib)}"
+            f" | {u.processes} | {r.server_cpu:.1f} |"
+        )
+    by_name = {r.crawler: r for r in rows}
+    ours = by_name.get("thresher")
+    if ours is not None:
+        for peer in ("scrapy", "wget2"):
+            other = by_name.get(peer)
+            if other is None:
+                continue
+            lines.append(
+                f"| **Thresher / {peer}** | | | {ours.usage.seconds / other.usage.seconds:.2f}"
+                f" | **{ours.rate / other.rate:.2f}** | {ours.usage.cpu / other.usage.cpu:.2f} |"
+                f" | **{ours.usage.peak_rss_kib / other.usage.peak_rss_kib:.2f}** | | |"
+            )
+    return "\n".join(lines)
+
+
+def targets(rows: Sequence[Row]) -> list[str]:
+    by_name = {r.crawler: r for r in rows}
+    ours, scrapy, wget2 = (by_name.get(n) for n in CRAWLERS)
+    if ours is None:
+        return []
+    out = []
+    if scrapy is not None:
+        ratio = ours.rate / scrapy.rate
+        out.append(f"pages/s >= 5x Scrapy's: {ratio:.2f}x, {'met' if ratio >= 5 else 'NOT met'}")
+        rss = ours.usage.peak_rss_kib / scrapy.usage.peak_rss_kib
+        out.append(f"peak RSS <= Scrapy's: {rss:.2f}x, {'met' if rss <= 1 else 'NOT met'}")
+    if wget2 is not None:
+        ratio = ours.rate / wget2.rate
+        out.append(f"pages/s >= wget2's: {ratio:.2f}x, {'met' if ratio >= 1 else 'NOT met'}")
+    return out
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--pages", type=int, default=20000, help="pages in the site (20000)")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="requests in flight, every crawler (32)"
+    )
+    parser.add_argument(
+        "--only", default=",".join(CRAWLERS), help="crawlers to run, in order (all three)"
+    )
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawler (1800)")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder, print it")
+    parser.add_argument(
+        "--results", type=Path, default=RESULTS, help=f"JSON results file ({RESULTS.name})"
+    )
+    opts = parser.parse_args(argv)
+    names = [n.strip() for n in opts.only.split(",") if n.strip()]
+    if not names or any(n not in ALL for n in names):
+        parser.error(f"--only takes a comma-separated list of {', '.join(CRAWLERS)}")
+    if opts.concurrency < 1:
+        parser.error("--concurrency must be positive")
+
+    signal.signal(signal.SIGTERM, _terminate)
+    work = Path(tempfile.mkdtemp(prefix="thresher-crawl-bench-"))
+    rows: list[Row] = []
+    skipped: dict[str, str] = {}
+    status = 0
+    try:
+        crawlers = []
+        for name in names:
+            why = ALL[name].available()
+            if why:
+                skipped[name] = why
+                print(f"skipping {name}: {why}", file=sys.stderr)
+            else:
+                crawlers.append(ALL[name])
+        find_program("nginx", "nginx")
+        started = time.perf_counter()
+        site, size = build_site(work / "site", free_port(HOSTS), opts.pages)
+        print(
+            f"site: {site.pages} pages, {size / 2**20:.0f} MiB on {site.hosts} hosts"
+            f" (127.0.0.1-{site.hosts}, port {site.port}), built in"
+            f" {time.perf_counter() - started:.1f} s",
+            file=sys.stderr,
+        )
+        load_before = os.getloadavg()
+        with nginx(site, work) as server:
+            for n, crawler in enumerate(crawlers, 1):
+                print(f"[{n}/{len(crawlers)}] {crawler.name} …", end=" ", file=sys.stderr)
+                sys.stderr.flush()
+                row = run_crawler(crawler, site, server, work, opts.concurrency, opts.timeout)
+                print(
+                    f"{row.pages} pages in {row.usage.seconds:.1f} s ({row.rate:.0f}/s)",
+                    file=sys.stderr,
+                )
+                rows.append(row)
+                if not opts.keep:
+                    shutil.rmtree(work / crawler.name, ignore_errors=True)
+            nginx_version = subprocess.run(
+                [server.binary, "-v"], capture_output=True, text=True
+            ).stderr.strip()
+        load_after = os.getloadavg()
+        now = datetime.datetime.now().astimezone()
+        print(
+            f"\nCrawl benchmark, {now:%Y-%m-%d %H:%M %Z}: {site.pages} pages ({size / 2**20:.0f}"
+            f" MiB) on {site.hosts} hosts, concurrency {opts.concurrency}, no delays;"
+            f" {os.cpu_count()} CPUs, Python {platform.python_version()}, {nginx_version}"
+        )
+        print(f"Load average (1 min) before: {load_before[0]:.2f}, after: {load_after[0]:.2f}")
+        for r in rows:
+            print(f"  {r.crawler}: {r.version}")
+        print()
+        print(table(rows, site.pages))
+        print()
+        for r in rows:
+            if r.pages != site.pages or r.missing or r.extra:
+                status = 1
+                print(f"{r.crawler} did not fetch exactly the site's pages: {r.pages} fetched")
+                if r.missing:
+                    print(f"  {len(r.missing)} missing, e.g. {', '.join(r.missing[:3])}")
+                if r.extra:
+                    print(f"  {len(r.extra)} not in the site, e.g. {', '.join(r.extra[:3])}")
+            else:
+                how = "its URLs compared" if r.urls_compared else "counted, URLs not listed"
+                print(f"{r.crawler}: fetched exactly the site's {site.pages} pages ({how})")
+            for note in r.notes:
+                print(f"{r.crawler}: {note}")
+        for line in targets(rows):
+            print(f"target: {line}")
+        for name, why in skipped.items():
+            print(f"{name}: not run, {why}")
+        opts.results.write_text(
+            json.dumps(
+                {
+                    "date": now.isoformat(timespec="seconds"),
+                    "pages": site.pages,
+                    "site_bytes": size,
+                    "hosts": site.hosts,
+                    "concurrency": opts.concurrency,
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "nginx": nginx_version,
+                    "load_before": load_before[0],
+                    "load_after": load_after[0],
+                    "skipped": skipped,
+                    "rows": [
+                        {
+                            **{k: v for k, v in asdict(r).items() if k not in ("missing", "extra")},
+                            "pages_per_second": r.rate,
+                            "cpu_seconds": r.usage.cpu,
+                            "peak_rss_mib": r.usage.peak_rss_kib / 1024,
+                            "missing": len(r.missing),
+                            "missing_sample": r.missing[:10],
+                            "extra": len(r.extra),
+                            "extra_sample": r.extra[:10],
+                        }
+                        for r in rows
+                    ],
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+        print(f"\nwritten to {opts.results}", file=sys.stderr)
+    except BenchError as exc:
+        print(f"\nbenchmark failed: {exc}", file=sys.stderr)
+        status = 1
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        status = 130
+    finally:
+        if opts.keep:
+            print(f"work folder kept: {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
