@@ -20,5 +20,21 @@ def test_readme_commands_exist() -> None:
     assert "scripts/test" in readme and (ROOT / "scripts" / "test").exists()
     ci = (ROOT / ".ci" / "run").read_text()
     assert "scripts/test" in ci
-    for doc in ("docs/architecture.md", "docs/configuration.md", "benchmarks/README.md"):
+    docs = ("docs/architecture.md", "docs/configuration.md", "docs/crawling.md")
+    for doc in (*docs, "benchmarks/README.md"):
         assert doc in readme and (ROOT / doc).exists(), doc
+
+
+def test_crawl_flags_are_documented() -> None:
+    """The flags users' scripts rely on (issue 3) exist and are in docs/crawling.md."""
+    from click.testing import CliRunner
+
+    from thresher.cli.main import cli
+
+    help_text = CliRunner().invoke(cli, ["crawl", "--help"]).output
+    doc = (ROOT / "docs" / "crawling.md").read_text()
+    for flag in (
+        "--scope", "--max-pages", "--max-depth", "--max-per-host", "--delay",
+        "--concurrency", "--user-agent", "--allow-private", "--json",
+    ):  # fmt: skip
+        assert flag in help_text and f"`{flag}" in doc, flag

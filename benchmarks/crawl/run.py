@@ -27,6 +27,7 @@ import platform
 import random
 import re
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -39,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, ClassVar
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -507,6 +508,8 @@ def child_env() -> dict[str, str]:
 
 
 class Thresher(Crawler):
+    extra_args: ClassVar[list[str]] = []  # --thresher-args, for experiments
+
     name = "thresher"
 
     help = ""
@@ -566,7 +569,7 @@ class Thresher(Crawler):
             cmd += ["--host-connections", str(crawl.concurrency)]
         if "--no-progress" in self.help:
             cmd.append("--no-progress")
-        return cmd, child_env()
+        return cmd + self.extra_args, child_env()
 
     def fetched(self, crawl: Crawl, log: Path) -> Fetched:
         summary: dict[str, Any] | None = None
@@ -828,9 +831,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawler (1800)")
     parser.add_argument("--keep", action="store_true", help="keep the work folder, print it")
     parser.add_argument(
+        "--thresher-args", default="", help="more arguments for 'thresher crawl' (experiments)"
+    )
+    parser.add_argument(
         "--results", type=Path, default=RESULTS, help=f"JSON results file ({RESULTS.name})"
     )
     opts = parser.parse_args(argv)
+    Thresher.extra_args = shlex.split(opts.thresher_args)
     names = [n.strip() for n in opts.only.split(",") if n.strip()]
     if not names or any(n not in ALL for n in names):
         parser.error(f"--only takes a comma-separated list of {', '.join(CRAWLERS)}")

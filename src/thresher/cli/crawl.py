@@ -134,6 +134,11 @@ def _crawl_progress(source: str) -> Any:
     default=None,
     help="Also fetch private, loopback and link-local addresses (refused by default).",
 )
+@click.option(
+    "--parse-processes",
+    type=click.IntRange(min=0, max=1),
+    help="1: parse and archive pages in a child process; 0: in this one [0].",
+)
 @click.option("--name", help="Source name for this crawl [crawl-HOST-HASH of seeds and scope].")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
 @click.option(

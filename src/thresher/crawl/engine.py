@@ -151,7 +151,7 @@ class CrawlEngine:
         t0 = time.monotonic()
         loaded = await self.store.run(lambda tx: self.ledger.load(tx, self.clock.now()))
         setup = self._restore(loaded)
-        self.pages = await open_pages(setup, self.settings.page_processes)
+        self.pages = await open_pages(setup, self.settings.parse_processes)
         try:
             async with Fetcher(self.fetch_settings) as fetcher:
                 self.fetcher = fetcher
@@ -219,7 +219,7 @@ class CrawlEngine:
         self._discover(self.settings.seeds, depth=0, now=now)
         if loaded.pending:
             log.info(
-                "%s: run %s resumes with %d URLs to fetch",
+                "%s: run %s starts with %d known URLs to fetch",
                 self.source,
                 self.run_id,
                 len(loaded.pending),
@@ -356,6 +356,7 @@ class CrawlEngine:
                 target = resp.location
         except FetchError as exc:
             if isinstance(exc, PermanentError):  # refused address, bad URL: no retry helps
+                log.warning("%s: not crawled: %s", site, exc)
                 self._refused[site] = str(exc)
                 self._robots_inflight.discard(site)
                 for u, h, depth in self._waiting.pop(site, []):

@@ -68,8 +68,8 @@ WEB = register_type(
             "timeout": _opt(float, "timeout", "Seconds one fetch may take in all."),
             "max_body": _opt(int, "max_body", "Largest response body, in bytes."),
             "warc_max_size": _opt(int, "warc_max_size", "Start a new WARC file past this size."),
-            "parse_processes": Option(
-                int, None, "Parse and archive pages in a child process (1) or inline (0) [auto]."
+            "parse_processes": _opt(
+                int, "parse_processes", "Parse and archive pages in a child process (1)."
             ),
         },
     )
