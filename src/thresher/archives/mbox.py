@@ -1,0 +1,173 @@
+"""Split an mbox archive, held in memory as bytes, into its messages.
+
+Every list archive Thresher harvests (pipermail ``.txt``/``.txt.gz`` months, mod_mbox
+``YYYYMM.mbox``, Pony Mail mboxrd, HyperKitty ``.mbox.gz`` exports, plain mbox files)
+arrives as one byte string. Splitting must be exact, because a message's `RawMessage.offset`
+(the byte offset of its ``From `` envelope line) is the "stop sign" a later run resumes
+from, and fast, because the mail benchmark splits tens of thousands of messages per run.
+
+Why the envelope test is strict: pipermail does not escape body lines that start with
+``From ``, so "a line starting with From " would cut messages in half. A split point here
+is a line that (1) starts the data or follows a blank line, and (2) reads
+``From <address> <asctime date>``, e.g. ``From user at example.org  Mon Jan  1 00:00:00
+2024``; the address may be pipermail's ``user at host``, ``MAILER-DAEMON``, ``-`` or raw
+8-bit bytes, and the date may carry a timezone or extra tokens. A body line that passes
+both tests is indistinguishable from an envelope by any reader, so it is split there.
+
+Why one regex: `iter_mbox` runs a single ``finditer`` over the whole buffer; the pattern
+starts with the literal ``From ``, which lets ``re`` skip ahead with a fast substring
+search, and the blank-line test is a look-behind, so no Python code runs per line.
+
+Escaping: with ``unescape=True`` (mboxrd, e.g. Pony Mail and Python's ``mailbox``-written
+files for ``From `` lines) one ``>`` is removed from every body line matching
+``^>+From ``. That is exact for mboxrd. For mboxo (pipermail, most old archives) it is
+ambiguous: mboxo turned ``From `` into ``>From `` but left ``>From `` alone, so a
+``>From `` line may have been either; pass ``unescape=False`` to keep mboxo bodies as
+stored, which is the only choice that never invents a change.
+
+`maybe_gunzip` decides by the gzip magic bytes, not by file name or Content-Encoding,
+because servers mislabel ``.txt.gz`` months both ways; it caps the decompressed size so
+a gzip bomb cannot exhaust memory, and returns what it could decode from a truncated
+download together with a flag, so the caller can keep the complete messages and refetch.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from thresher.errors import PermanentError
+
+__all__ = [
+    "ArchiveTooLarge",
+    "RawMessage",
+    "is_envelope",
+    "iter_mbox",
+    "maybe_gunzip",
+    "split_mbox",
+]
+
+_DAY = rb"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)"
+_MONTH = rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+# Everything after "From ": the address token (possibly empty, possibly "user at host"),
+# then an asctime date; a timezone or other tokens may sit before or after the year.
+_ENVELOPE_REST = (
+    rb"[^\s]*(?: at [^\s]+)?[ \t]+"
+    + _DAY
+    + rb",?[ \t]+"
+    + _MONTH
+    + rb"[ \t]+\d{1,2}[ \t]+\d{1,2}:\d\d(?::\d\d)?"
+    + rb"[ \t]+(?:[^\s]+[ \t]+){0,2}\d{4}\b[^\r\n]*(?:\r?\n|\Z)"
+)
+# Look-behinds sit after the literal so that re can search for "From " quickly.
+_ENVELOPE_AFTER_BLANK = re.compile(rb"From (?:(?<=\n\nFrom )|(?<=\n\r\nFrom ))" + _ENVELOPE_REST)
+_ENVELOPE_LINE = re.compile(rb"From " + _ENVELOPE_REST)
+_QUOTED_FROM = re.compile(rb"^>(>*From )", re.MULTILINE)
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_GZIP_CHUNK = 1 << 20
+
+
+class ArchiveTooLarge(PermanentError, ValueError):
+    """A compressed archive decompresses to more than the allowed size."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawMessage:
+    """One message cut out of an mbox.
+
+    `offset` is the byte offset of the envelope line in the data given to `split_mbox`;
+    `raw` the message (headers and body) without the envelope line and without the
+    blank separator line before the next envelope, un-escaped when asked;
+    `envelope` the envelope line itself, line ending included.
+    """
+
+    offset: int
+    raw: bytes
+    envelope: bytes = b""
+
+
+def is_envelope(line: bytes) -> bool:
+    """True if `line` reads like an mbox ``From `` envelope line (ignoring its position)."""
+    return _ENVELOPE_LINE.fullmatch(line) is not None
+
+
+def iter_mbox(data: bytes, *, unescape: bool = True) -> Iterator[RawMessage]:
+    """Yield the messages of an mbox in file order; bytes before the first envelope are
+    not a message and are skipped. Never raises on any bytes."""
+    starts: Iterator[re.Match[bytes]] = _ENVELOPE_AFTER_BLANK.finditer(data)
+    first = _ENVELOPE_LINE.match(data)
+    prev = first if first is not None else next(starts, None)
+    if prev is None:
+        return
+    for match in starts:
+        yield _cut(data, prev, match.start(), unescape=unescape, last=False)
+        prev = match
+    yield _cut(data, prev, len(data), unescape=unescape, last=True)
+
+
+def _cut(
+    data: bytes, envelope: re.Match[bytes], stop: int, *, unescape: bool, last: bool
+) -> RawMessage:
+    raw = data[envelope.end() : stop]
+    # The blank line before the next envelope belongs to the file format, not the message;
+    # the last message has one only if the writer added it (Python's mailbox does). The
+    # envelope's own line ending may be half of that blank line, hence the test on `data`.
+    if not last or data.endswith((b"\n\n", b"\n\r\n"), 0, stop):
+        if raw.endswith(b"\r\n"):
+            raw = raw[:-2]
+        elif raw.endswith(b"\n"):
+            raw = raw[:-1]
+    if unescape and b">From " in raw:
+        raw = _QUOTED_FROM.sub(rb"\1", raw)
+    return RawMessage(envelope.start(), raw, envelope.group())
+
+
+def split_mbox(data: bytes, *, unescape: bool = True) -> list[RawMessage]:
+    """All the messages of an mbox, in file order (see `iter_mbox`)."""
+    return list(iter_mbox(data, unescape=unescape))
+
+
+def maybe_gunzip(data: bytes, max_size: int) -> tuple[bytes, bool]:
+    """Decompress `data` if it starts with the gzip magic bytes, else return it as is.
+
+    Returns ``(data, truncated)``: `truncated` is True when the gzip stream ends early or
+    is corrupt part-way, and `data` is then everything decoded before that point.
+    Concatenated gzip members are all decoded; bytes after the last member that are not
+    gzip are ignored. Raises `ArchiveTooLarge` (a `ValueError`) once the output would
+    exceed `max_size` bytes; uncompressed input is not subject to the cap, since it is
+    already in memory.
+    """
+    if not data.startswith(_GZIP_MAGIC):
+        return data, False
+    out = bytearray()
+    view = memoryview(data)
+    pos = 0
+    while True:
+        decomp = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        try:
+            while not decomp.eof:
+                if decomp.unconsumed_tail:
+                    chunk = decomp.unconsumed_tail
+                elif pos < len(data):
+                    chunk = bytes(view[pos : pos + _GZIP_CHUNK])
+                    pos += len(chunk)
+                else:
+                    out += decomp.flush()
+                    _check_size(out, max_size)
+                    return bytes(out), True
+                out += decomp.decompress(chunk, max_size + 1 - len(out))
+                _check_size(out, max_size)
+        except zlib.error:
+            return bytes(out), True
+        rest = decomp.unused_data + bytes(view[pos:])
+        if not rest.startswith(_GZIP_MAGIC):
+            return bytes(out), False
+        data, view, pos = rest, memoryview(rest), 0
+
+
+def _check_size(out: bytearray, max_size: int) -> None:
+    if len(out) > max_size:
+        raise ArchiveTooLarge(f"archive decompresses to more than {max_size} bytes; refused")
