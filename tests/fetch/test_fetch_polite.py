@@ -100,3 +100,22 @@ def test_urls_that_cannot_be_fetched_are_refused_before_any_request() -> None:
                     await polite.get(url)
 
     asyncio.run(body())
+
+
+def test_robots_txt_redirecting_forever_counts_as_unavailable() -> None:
+    """RFC 9309: past five redirects robots.txt is "unavailable", so all is allowed."""
+    paths: list[str] = []
+
+    async def handle(request: web.Request) -> web.Response:
+        paths.append(request.path)
+        if request.path.startswith("/robots"):
+            return web.Response(status=302, headers={"Location": f"/robots{len(paths)}.txt"})
+        return web.Response(text="page")
+
+    async def body() -> None:
+        polite = PoliteFetcher(SETTINGS, Politeness(delay=0.0), FakeClock())
+        async with serve(handle) as base, polite:
+            assert (await polite.get(f"{base}/a")).status == 200
+
+    asyncio.run(body())
+    assert len([p for p in paths if p.startswith("/robots")]) == 6  # the first and 5 hops

@@ -343,6 +343,6 @@ def test_a_cancelled_fetch_goes_back_to_the_head_of_its_queue() -> None:
     assert wb.stats(T0).in_flight == 0
     again = take(wb, T0)
     assert (again.url, again.attempt) == (first.url, first.attempt)
+    wb.on_cancel(again)
     with pytest.raises(ValueError, match="not in flight"):
-        wb.on_cancel(first)
-        wb.on_cancel(first)
+        wb.on_cancel(again)

@@ -23,6 +23,8 @@ import click
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..crawl import CrawlSummary
+from ..crawl.ledger import COUNTERS
 from ..errors import SourceError, UnknownSource
 from ..frontier import canonicalize, host_of
 from ..frontier.errors import InvalidURL
@@ -188,16 +190,15 @@ def crawl_command(
         outcome, error = s.outcome, s.error
     with app.store() as store, store.transaction(write=False) as tx:
         row = tx.one("latest_crawl_run", source=name)
-    summary: dict[str, Any] = {"source": name, "status": outcome, "error": error}
-    fields = ("pages", "errors", "bytes", "redirects", "not_modified", "duplicates")
-    for key in (*fields, "robots_excluded", "queued", "hosts"):
-        summary[key] = int(row[key]) if row else 0
-    summary["run"] = int(row["run_id"]) if row else None
-    summary["seconds"] = round(time.time() - started, 3)
-    summary["pages_per_second"] = round(summary["pages"] / max(summary["seconds"], 1e-9), 1)
     folder = warc_dir(config.home, name)
+    files = sorted(p.name for p in folder.glob("*.warc.gz"))
+    seconds = round(time.time() - started, 3)
+    run_id = None if row is None else row["run_id"]
+    if row is None:  # failed before the crawl could start: nothing done
+        row = {"source": name, "run_id": 0, **dict.fromkeys((*COUNTERS, "queued", "hosts"), 0)}
+    summary = CrawlSummary.from_row(row, seconds, files).as_dict()
+    summary.update(source=name, status=outcome, error=error, run=run_id)
     summary["warc_dir"] = str(folder)
-    summary["warc_files"] = sorted(p.name for p in folder.glob("*.warc.gz"))
     if as_json:
         click.echo(json.dumps(summary))
     else:

@@ -17,7 +17,7 @@ import logging
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from typing import Any
 from ..clock import Clock
 from ..errors import PermanentError
 from ..fetch import Fetcher, FetchError, FetchSettings, Response
+from ..fetch.polite import fetch_robots
 from ..frontier import (
     Fetch,
     InvalidURL,
@@ -34,14 +35,14 @@ from ..frontier import (
     Workbench,
     canonicalize,
     host_of,
-    robots_url,
     site_of,
     url_hash,
 )
 from ..frontier.politeness import is_failure
+from ..store import Row
 from ..store.aio import AsyncStore
 from ..store.warc import WarcPosition
-from .ledger import Batch, CrawlLedger, Loaded
+from .ledger import COUNTERS, Batch, CrawlLedger, Loaded
 from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
 from .settings import CrawlSettings
 
@@ -49,8 +50,6 @@ __all__ = ["CrawlEngine", "CrawlSummary"]
 
 log = logging.getLogger("thresher.crawl")
 
-# robots.txt may redirect (RFC 9309 §2.3.1.2: follow at least five hops).
-ROBOTS_REDIRECTS = 5
 # Links remembered as already sent through scope and sieve (about 100 bytes each).
 RECENT_LINKS = 50_000
 
@@ -70,6 +69,18 @@ class CrawlSummary:
     hosts: int
     seconds: float
     warc_files: tuple[str, ...]
+
+    @classmethod
+    def from_row(cls, row: Row, seconds: float, warc_files: Iterable[str]) -> CrawlSummary:
+        """The summary of the run whose `crawl_runs` row is `row`."""
+        counts = {k: int(row[k]) for k in (*COUNTERS, "queued", "hosts")}
+        return cls(
+            source=str(row["source"]),
+            run=int(row["run_id"]),
+            seconds=seconds,
+            warc_files=tuple(warc_files),
+            **counts,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -165,21 +176,7 @@ class CrawlEngine:
         files = await self.pages.close()
         row = await self.store.run(lambda tx: tx.one("get_crawl_run", run=self.run_id), False)
         assert row is not None
-        return CrawlSummary(
-            source=self.source,
-            run=self.run_id,
-            pages=int(row["pages"]),
-            errors=int(row["errors"]),
-            bytes=int(row["bytes"]),
-            redirects=int(row["redirects"]),
-            not_modified=int(row["not_modified"]),
-            duplicates=int(row["duplicates"]),
-            robots_excluded=int(row["robots_excluded"]),
-            queued=int(row["queued"]),
-            hosts=int(row["hosts"]),
-            seconds=time.monotonic() - t0,
-            warc_files=tuple(files),
-        )
+        return CrawlSummary.from_row(row, time.monotonic() - t0, files)
 
     def _restore(self, loaded: Loaded) -> WarcSetup:
         run = loaded.run
@@ -341,38 +338,27 @@ class CrawlEngine:
         site = _site_key(url)
         if site not in self._robots_inflight:
             self._robots_inflight.add(site)
-            self._spawn(self._fetch_robots(site, robots_url(url)))
+            self._spawn(self._fetch_robots(site, url))
 
     async def _fetch_robots(self, site: str, url: str) -> None:
         assert self.fetcher is not None
-        resp: Response | None = None
-        error: str | None = None
-        target = url
         try:
-            for _ in range(ROBOTS_REDIRECTS + 1):
-                resp = await self.fetcher.get(target)
-                if resp.location is None or not 300 <= resp.status < 400:
-                    break
-                target = resp.location
-        except FetchError as exc:
-            if isinstance(exc, PermanentError):  # refused address, bad URL: no retry helps
-                log.warning("%s: not crawled: %s", site, exc)
-                self._refused[site] = str(exc)
-                self._robots_inflight.discard(site)
-                for u, h, depth in self._waiting.pop(site, []):
-                    self._admit(u, h, depth, self.clock.now())
-                return
-            resp, error = None, str(exc)
+            answer = await fetch_robots(self.fetcher.get, url)
+        except PermanentError as exc:  # refused address, bad URL: no retry helps
+            log.warning("%s: not crawled: %s", site, exc)
+            self._refused[site] = str(exc)
+            self._robots_inflight.discard(site)
+            for u, h, depth in self._waiting.pop(site, []):
+                self._admit(u, h, depth, self.clock.now())
+            return
         now = self.clock.now()
-        status = None if resp is None or 300 <= resp.status < 400 else resp.status
-        body = resp.content if resp is not None and status is not None else b""
-        self.robots.on_robots(url, status, body, now)
-        self.ledger.robots(self.batch, site, status, body, now)
-        if resp is not None:
-            await self._archive(_exchange(resp), lambda processed: None)
-        if error:
+        self.robots.on_robots(url, answer.status, answer.body, now)
+        self.ledger.robots(self.batch, site, answer.status, answer.body, now)
+        if answer.response is not None:
+            await self._archive(_exchange(answer.response), lambda processed: None)
+        if answer.error:
             log.warning(
-                "%s: robots.txt unavailable (%s): the site is skipped this run", site, error
+                "%s: robots.txt unavailable (%s): the site is skipped this run", site, answer.error
             )
         delay = self.robots.crawl_delay(url, now)
         waiting = self._waiting.pop(site, [])

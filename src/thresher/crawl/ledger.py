@@ -18,7 +18,7 @@ from ..errors import LeaseLost
 from ..frontier import Sieve
 from ..store import Row, Tx
 
-__all__ = ["Batch", "CrawlLedger", "Loaded", "Pending", "from_signed", "to_signed"]
+__all__ = ["COUNTERS", "Batch", "CrawlLedger", "Loaded", "Pending", "from_signed", "to_signed"]
 
 _TWO_63 = 1 << 63
 _TWO_64 = 1 << 64

@@ -13,7 +13,8 @@ come back, so a worker is not held by a parked host.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from ..clock import Clock
 from ..errors import PermanentError, TransientError
@@ -32,7 +33,7 @@ from .client import Fetcher, FetchSettings
 from .errors import FetchError, InvalidRequestURL
 from .response import Response
 
-__all__ = ["PoliteFetcher", "RobotsDisallowed"]
+__all__ = ["PoliteFetcher", "RobotsAnswer", "RobotsDisallowed", "fetch_robots"]
 
 # robots.txt may redirect (RFC 9309 §2.3.1.2: follow at least five hops).
 ROBOTS_REDIRECTS = 5
@@ -143,20 +144,34 @@ class PoliteFetcher:
             host.state.crawl_delay = delay
 
     async def _fetch_robots(self, url: str) -> None:
-        target = robots_url(url)
-        status: int | None = None
-        body = b""
-        try:
-            for _ in range(ROBOTS_REDIRECTS + 1):
-                resp = await self._polite_get(target, None)
-                if resp.location is None or not 300 <= resp.status < 400:
-                    status, body = resp.status, resp.content
-                    break
-                target = resp.location
-            else:
-                status = 404  # RFC 9309: too many redirects count as "unavailable"
-        except PermanentError:
-            raise  # a refused address: the URL itself gets the same answer
-        except (FetchError, TransientError):
-            status = None  # unreachable: RFC 9309 says assume disallowed for a while
-        self.robots.on_robots(url, status, body, self.clock.now())
+        answer = await fetch_robots(lambda target: self._polite_get(target, None), url)
+        self.robots.on_robots(url, answer.status, answer.body, self.clock.now())
+
+
+@dataclass(frozen=True)
+class RobotsAnswer:
+    """What asking for a site's robots.txt gave, ready for `RobotsCache.on_robots`."""
+
+    status: int | None  # None: no answer (RFC 9309: assume disallowed for a while)
+    body: bytes
+    response: Response | None  # the last response, to archive
+    error: str | None
+
+
+async def fetch_robots(get: Callable[[str], Awaitable[Response]], url: str) -> RobotsAnswer:
+    """robots.txt for `url`'s site, following up to five redirects (RFC 9309 §2.3.1.2;
+    more count as "unavailable", like a 404). A PermanentError (a refused address) is
+    raised: the site's URLs get the same answer. Any other failure is no answer."""
+    target = robots_url(url)
+    resp: Response | None = None
+    try:
+        for _ in range(ROBOTS_REDIRECTS + 1):
+            resp = await get(target)
+            if resp.location is None or not 300 <= resp.status < 400:
+                return RobotsAnswer(resp.status, resp.content, resp, None)
+            target = resp.location
+    except PermanentError:
+        raise
+    except TransientError as exc:
+        return RobotsAnswer(None, b"", None, str(exc))
+    return RobotsAnswer(404, b"", resp, None)
