@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from .sources import list_sources
+from .sources.archives import ARCHIVE_TYPE_NAMES
 from .store import Tx
 
 __all__ = ["collect_status", "iso", "redact"]
@@ -32,6 +33,28 @@ def redact(url: str) -> str:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
     return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _archive_status(tx: Tx, source: str) -> dict[str, Any]:
+    """Per month of a mail archive: what the archive counted, what the last harvest
+    counted in its file, what is stored, and whether the month is complete."""
+    count = tx.one("count_source_messages", source=source)
+    return {
+        "messages": int(count["n"]) if count else 0,
+        "months": [
+            {
+                "month": m["month"],
+                "state": m["state"],
+                "expected": m["expected"],
+                "counted": int(m["counted"]),
+                "stored": int(m["stored"]),
+                "missing": int(m["missing"]),
+                "last_checked": iso(m["checked_at"]),
+                "last_fetched": iso(m["fetched_at"]),
+            }
+            for m in tx.all("archive_months", source=source)
+        ],
+    }
 
 
 def collect_status(
@@ -61,6 +84,8 @@ def collect_status(
                 "last_error_at": iso(last_error["finished"]) if last_error else None,
             }
         )
+        if src.type in ARCHIVE_TYPE_NAMES:
+            sources[-1]["archive"] = _archive_status(tx, src.name)
     jobs = dict.fromkeys(("pending", "leased", "done", "failed"), 0)
     jobs.update({r["state"]: int(r["n"]) for r in tx.all("job_counts")})
     running = [

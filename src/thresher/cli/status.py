@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 import click
 from rich.console import Console
@@ -47,8 +48,37 @@ def status_command(app: App, as_json: bool) -> None:
             (s["last_error"] or "")[:80],
         )
     console.print(table)
+    for s in status["sources"]:
+        if "archive" in s:
+            _print_archive(console, s["name"], s["archive"])
     console.print("jobs: " + ", ".join(f"{k} {v}" for k, v in status["jobs"].items()))
     for r in status["running"]:
         console.print(f"running: {r['job']} ({r['kind']}) by {r['owner']} since {r['since']}")
     for w in status["workers"]:
         console.print(f"worker: {w['name']} heartbeat {w['heartbeat']}, {w['jobs_done']} jobs done")
+
+
+def _print_archive(console: Console, name: str, archive: dict[str, Any]) -> None:
+    """Open months in full (they are the ones still moving); complete ones as a count."""
+    months = archive["months"]
+    complete = [m for m in months if m["state"] == "complete"]
+    console.print(
+        f"{name}: {archive['messages']} messages, {len(months)} months"
+        f" ({len(complete)} complete)"
+    )
+    open_months = [m for m in months if m["state"] != "complete"]
+    if not open_months:
+        return
+    table = Table("month", "state", "expected", "in file", "stored", "missing", "last checked")
+    for m in open_months:
+        expected = "" if m["expected"] is None else str(m["expected"])
+        table.add_row(
+            m["month"],
+            m["state"],
+            expected,
+            str(m["counted"]),
+            str(m["stored"]),
+            str(m["missing"] or ""),
+            m["last_checked"] or "",
+        )
+    console.print(table)

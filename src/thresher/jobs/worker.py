@@ -42,6 +42,9 @@ log = logging.getLogger("thresher.jobs")
 # How often an idle worker looks for work that another process may have created.
 IDLE_POLL_SECONDS = 0.5
 
+# The most any handler may ask a fetch to read (a source's max_bytes is capped by it).
+HANDLER_MAX_BODY = 2 * 2**30
+
 
 _HOST = socket.gethostname()
 
@@ -211,6 +214,10 @@ class WorkerPool:
                 user_agent=self.config.user_agent,
                 total_timeout=self.config.http_timeout,
                 allow_private=allow_private,
+                # Handlers pass their own limit (`max_body=`, a source's max_bytes): a
+                # month of a busy list's archive can be hundreds of megabytes.
+                max_body=HANDLER_MAX_BODY,
+                max_decoded=HANDLER_MAX_BODY,
             )
             politeness = Politeness(delay=key[1], ip_delay=key[1] / 2)
             fetcher = await PoliteFetcher(settings, politeness, self.clock).__aenter__()

@@ -26,18 +26,16 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from ..errors import PermanentError, SourceError, TransientError
-from ..fetch import AddressRefused, InvalidRequestURL, Response
+from ..fetch import AddressRefused, InvalidRequestURL
 from ..fetch.polite import RobotsDisallowed
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
+from .http import TooManyRedirects, get_following
 from .types import Option, SourceType, register_type
 
 __all__ = ["URLS", "content_path"]
 
 _RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
-
-# Redirects followed in a row before a URL is recorded as a redirect loop.
-MAX_REDIRECTS = 10
 
 # `#` starts a comment at the start of a line or after white space; a `#` inside a URL
 # is its fragment.
@@ -82,7 +80,7 @@ def content_path(home: Path, sha256: str) -> Path:
 async def _get_list(ctx: JobContext, where: str) -> bytes:
     # The scheme is case-insensitive: HTTP://host/list is a URL, not a file name.
     if urlsplit(where).scheme in ("http", "https"):
-        resp = await _get(ctx, where, {})
+        resp = await get_following(ctx, where, {})
         if resp.status in _RETRY_STATUSES:
             raise TransientError(f"URL list {where}: HTTP {resp.status}", resp.retry_after)
         if resp.status != 200:
@@ -92,32 +90,6 @@ async def _get_list(ctx: JobContext, where: str) -> bytes:
         return Path(where).read_bytes()
     except OSError as exc:
         raise PermanentError(f"URL list {where}: {exc.strerror or exc}") from None
-
-
-class TooManyRedirects(PermanentError):
-    """More than MAX_REDIRECTS redirects in a row (a loop, most likely)."""
-
-    def __init__(self, url: str, last: Response) -> None:
-        super().__init__(f"more than {MAX_REDIRECTS} redirects from {url}")
-        self.last = last
-
-
-async def _get(
-    ctx: JobContext, url: str, headers: dict[str, str], max_body: int | None = None
-) -> Response:
-    """GET through the polite fetcher, following redirects (each hop is guarded and
-    polite too); TooManyRedirects carries the last answer."""
-    opts = ctx.job.payload.get("options") or ctx.job.payload
-    fetcher = await ctx.fetcher(
-        allow_private=bool(opts.get("allow_private", False)), delay=opts.get("delay")
-    )
-    target = url
-    for _ in range(MAX_REDIRECTS + 1):
-        resp = await fetcher.get(target, headers, max_body=max_body)
-        if resp.location is None or resp.status == 304:
-            return resp
-        target = resp.location
-    raise TooManyRedirects(url, resp)
 
 
 def parse_list(data: bytes) -> tuple[list[str], list[str]]:
@@ -180,7 +152,7 @@ async def _fetch(ctx: JobContext) -> Outcome:
     )
     answered: int | None = None  # the status of the last response, as sent
     try:
-        resp = await _get(ctx, url, headers, max_bytes)
+        resp = await get_following(ctx, url, headers, max_bytes)
         doc["status"] = answered = resp.status
         if resp.status in _RETRY_STATUSES:
             raise TransientError(f"{url}: HTTP {resp.status}", resp.retry_after)

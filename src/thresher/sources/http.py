@@ -1,0 +1,42 @@
+"""Fetching for source handlers: the process's polite fetcher, redirects followed by hand.
+
+Every source type fetches through `get_following`, so each hop of a redirect goes
+through robots.txt, the host's turn and delay, and the private-address guard again.
+"""
+
+from __future__ import annotations
+
+from ..errors import PermanentError
+from ..fetch import Response
+from ..jobs import JobContext
+
+__all__ = ["MAX_REDIRECTS", "TooManyRedirects", "get_following"]
+
+# Redirects followed in a row before a URL is recorded as a redirect loop.
+MAX_REDIRECTS = 10
+
+
+class TooManyRedirects(PermanentError):
+    """More than MAX_REDIRECTS redirects in a row (a loop, most likely)."""
+
+    def __init__(self, url: str, last: Response) -> None:
+        super().__init__(f"more than {MAX_REDIRECTS} redirects from {url}")
+        self.last = last
+
+
+async def get_following(
+    ctx: JobContext, url: str, headers: dict[str, str], max_body: int | None = None
+) -> Response:
+    """GET through the polite fetcher, following redirects (each hop is guarded and
+    polite too); TooManyRedirects carries the last answer."""
+    opts = ctx.job.payload.get("options") or ctx.job.payload
+    fetcher = await ctx.fetcher(
+        allow_private=bool(opts.get("allow_private", False)), delay=opts.get("delay")
+    )
+    target = url
+    for _ in range(MAX_REDIRECTS + 1):
+        resp = await fetcher.get(target, headers, max_body=max_body)
+        if resp.location is None or resp.status == 304:
+            return resp
+        target = resp.location
+    raise TooManyRedirects(url, resp)

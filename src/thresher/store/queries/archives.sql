@@ -1,0 +1,89 @@
+-- Mailing-list archives: months (sub-lists), their messages, and what changed upstream.
+
+-- name: archive_months
+SELECT * FROM archive_months WHERE source = :source ORDER BY month
+
+-- name: get_archive_month
+SELECT * FROM archive_months WHERE source = :source AND month = :month
+
+-- name: save_archive_month
+-- Written in the same transaction as the month's messages: the state never claims a
+-- message that is not stored.
+INSERT INTO archive_months (source, month, url, state, expected, counted, stored, missing,
+                            etag, last_modified, length, stop_offset, stop_key, tail_sha256,
+                            fetches, bytes, checked_at, fetched_at, completed_at)
+VALUES (:source, :month, :url, :state, :expected, :counted, :stored, :missing,
+        :etag, :last_modified, :length, :stop_offset, :stop_key, :tail_sha256,
+        1, :bytes, :now, :now, :completed_at)
+ON CONFLICT (source, month) DO UPDATE SET
+    url = excluded.url,
+    state = excluded.state,
+    expected = excluded.expected,
+    counted = excluded.counted,
+    stored = excluded.stored,
+    missing = excluded.missing,
+    etag = excluded.etag,
+    last_modified = excluded.last_modified,
+    length = excluded.length,
+    stop_offset = excluded.stop_offset,
+    stop_key = excluded.stop_key,
+    tail_sha256 = excluded.tail_sha256,
+    fetches = archive_months.fetches + 1,
+    bytes = archive_months.bytes + excluded.bytes,
+    checked_at = excluded.checked_at,
+    fetched_at = excluded.fetched_at,
+    completed_at = excluded.completed_at
+
+-- name: check_archive_month
+-- A month the archive says is unchanged (its count matches): only the check is recorded.
+UPDATE archive_months
+SET checked_at = :now, expected = :expected, state = :state, completed_at = :completed_at
+WHERE source = :source AND month = :month
+
+-- name: reopen_archive_months
+UPDATE archive_months SET state = 'open', completed_at = NULL
+WHERE source = :source AND state = 'complete'
+
+-- name: insert_message
+INSERT INTO messages (source, month, key, sha256, message_id, date, date_raw, date_flag,
+                      from_name, from_addr, subject, in_reply_to, refs, body, raw,
+                      position, first_seen)
+VALUES (:source, :month, :key, :sha256, :message_id, :date, :date_raw, :date_flag,
+        :from_name, :from_addr, :subject, :in_reply_to, :refs, :body, :raw,
+        :position, :now)
+ON CONFLICT (source, key, sha256) DO NOTHING
+
+-- name: flag_conflicts
+-- Different messages sharing a Message-ID are all kept; flag every copy of such a key.
+UPDATE messages SET conflict = 1
+WHERE source = :source AND conflict = 0 AND key IN (
+    SELECT n.key FROM messages n
+    WHERE n.source = :source AND n.month = :month AND EXISTS (
+        SELECT 1 FROM messages o
+        WHERE o.source = n.source AND o.key = n.key AND o.sha256 <> n.sha256))
+
+-- name: count_month_messages
+SELECT count(*) AS n FROM messages WHERE source = :source AND month = :month
+
+-- name: count_source_messages
+SELECT count(*) AS n FROM messages WHERE source = :source
+
+-- name: month_message_keys
+SELECT key, sha256 FROM messages WHERE source = :source AND month = :month
+
+-- name: insert_archive_event
+INSERT INTO archive_events (source, month, at, kind, detail)
+VALUES (:source, :month, :now, :kind, :detail)
+
+-- name: archive_events
+SELECT * FROM archive_events WHERE source = :source ORDER BY id
+
+-- name: archive_summary
+SELECT count(*) AS months,
+       coalesce(sum(CASE WHEN state = 'complete' THEN 1 ELSE 0 END), 0) AS complete,
+       coalesce(sum(counted), 0) AS counted,
+       coalesce(sum(stored), 0) AS stored
+FROM archive_months WHERE source = :source
+
+-- name: source_message_keys
+SELECT key, sha256 FROM messages WHERE source = :source
