@@ -298,3 +298,26 @@ def test_parse_message_never_raises_on_headers(
 def test_huge_from_header_is_cheap() -> None:
     message = parse_message(b"From: " + b"a" * 200_000 + b" at example.org\n\n")
     assert message.from_addr is None
+
+
+@pytest.mark.parametrize(
+    "from_",
+    [
+        "Ann <ann@Example.ORG>",
+        "ann@example.org",
+        "ann@example.org (Ann)",
+        "=?utf-8?q?Ann?= <a@b.c>",
+        "<a@b.example>",
+        "Ann < a@b.example >",
+        "Bob (a@b) <c@d.example>",
+        '"Doe, John" <john@example.org>',
+        "a@b.example, c@d.example",
+    ],
+)
+def test_from_address_fast_path_agrees_with_getaddresses(from_: str) -> None:
+    from email.utils import getaddresses
+
+    expected = next(a for _, a in getaddresses([from_]) if "@" in a)
+    local, _, domain = expected.rpartition("@")
+    raw = f"From: {from_}\nSubject: x\n\nbody\n".encode()
+    assert parse_message(raw).from_addr == f"{local}@{domain.lower()}"
