@@ -15,7 +15,9 @@ from ..errors import ThresherError
 from .app import App
 from .crawl import crawl_command
 from .demo import demo_command
+from .export import export_command
 from .run import run_command
+from .search import search_command
 from .source import source_group
 from .status import status_command
 
@@ -59,6 +61,8 @@ cli.add_command(demo_command)
 cli.add_command(source_group)
 cli.add_command(run_command)
 cli.add_command(status_command)
+cli.add_command(export_command)
+cli.add_command(search_command)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,8 @@ from importlib import resources
 __all__ = ["load_queries"]
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
-_PARAM = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+# Not after "[": a POSIX class such as [[:alnum:]] in a regular expression.
+_PARAM = re.compile(r"(?<![:\w\[]):([A-Za-z_]\w*)")
 
 
 def _parse(text: str, origin: str) -> dict[str, str]:

@@ -77,12 +77,13 @@ CREATE INDEX messages_month ON messages (source, month, position);
 CREATE INDEX messages_message_id ON messages (message_id);
 
 -- Full-text search (`thresher search`): FTS5 over subject, sender and body text, kept
--- in step with `messages` by triggers. unicode61 without stemming, like PostgreSQL's
--- 'simple' configuration, so both backends find the same messages.
+-- in step with `messages` by triggers. unicode61 without stemming and with accents kept,
+-- like PostgreSQL's 'simple' configuration over the text with non-alphanumerics made
+-- spaces, so both backends find the same messages.
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     subject, from_name, from_addr, body,
     content='messages', content_rowid='id',
-    tokenize='unicode61 remove_diacritics 2'
+    tokenize='unicode61 remove_diacritics 0'
 );
 CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
     INSERT INTO messages_fts (rowid, subject, from_name, from_addr, body)

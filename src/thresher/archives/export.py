@@ -1,0 +1,184 @@
+"""Write a list's stored messages back out, as mboxrd or as JSON lines.
+
+Why mboxrd: it is the one mbox dialect that is reversible. A writer adds one ``>`` to
+every line matching ``^>*From `` (so ``From `` becomes ``>From `` and ``>From `` becomes
+``>>From ``), and a reader removes one ``>`` from every line matching ``^>+From ``; the
+message comes back byte for byte. mboxo, which only quotes ``From `` lines, cannot tell
+a quoted ``From `` from a real ``>From `` afterwards. Readers that do not un-escape
+(Python's `mailbox.mbox`, mutt) still split the file correctly, since no line of a
+message starts with ``From `` any more, and only show the extra ``>``.
+
+Layout of each message: the envelope ``From <sender> <asctime>`` (the sender is the
+stored From address, or ``MAILER-DAEMON`` when there is none or it would not fit on the
+line as one token; the time is the message's UTC date, or when it was first seen if it
+has none or one outside years 1000-9999), the escaped raw bytes exactly as stored (CRLF
+line endings and 8-bit bytes included), a newline if the message does not end with one,
+and one blank line. Readers drop that blank line again; the added newline is the one
+thing the format cannot give back, so a message stored without a final newline reads
+back with one.
+
+Why JSON lines carry the raw message twice: ``raw`` is the bytes decoded as UTF-8 with
+U+FFFD for undecodable bytes, readable and greppable but lossy for 8-bit legacy mail;
+``raw_base64`` is exact. Dates are ISO 8601 in UTC.
+
+Why stream by id: the messages of a list can be gigabytes, and PostgreSQL's client-side
+cursor holds a whole result in memory. The export first reads the ids of the messages in
+order (small), then fetches the messages `BATCH` at a time, so memory is bounded by a
+batch on both backends.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any, BinaryIO, Literal
+
+from ..errors import UsageError
+from ..store import Row, Tx
+from .months import valid_month
+
+__all__ = [
+    "BATCH",
+    "FORMATS",
+    "UNDATED",
+    "Format",
+    "check_month",
+    "envelope",
+    "export_messages",
+    "iter_messages",
+    "message_json",
+    "write_jsonl",
+    "write_mboxrd",
+]
+
+Format = Literal["mbox", "jsonl"]
+FORMATS: tuple[Format, ...] = ("mbox", "jsonl")
+
+# Messages fetched per query while exporting.
+BATCH = 200
+
+# The month of a plain mbox's messages without a usable date (see sources/archives.py).
+UNDATED = "undated"
+
+_FROM_LINE = re.compile(rb"^(>*From )", re.MULTILINE)
+# The sender must be one token of printable characters on the envelope line.
+_SENDER = re.compile(r"^[^\s\x00-\x1f\x7f]+$")
+# Earliest and latest moments with a four-digit year, the form mbox readers expect.
+_MIN_TIME = datetime(1000, 1, 1, tzinfo=UTC).timestamp()
+_MAX_TIME = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+
+
+def envelope(row: Row) -> bytes:
+    """The ``From `` line (with its newline) that starts `row` in an mbox."""
+    sender = (row.get("from_addr") or "").strip()
+    if not _SENDER.match(sender):
+        sender = "MAILER-DAEMON"
+    when = _envelope_time(row.get("date"))
+    if when is None:
+        when = _envelope_time(row.get("first_seen"))
+    stamp = time.asctime(time.gmtime(when or 0.0))
+    return f"From {sender} {stamp}\n".encode()
+
+
+def _envelope_time(value: Any) -> float | None:
+    if value is None:
+        return None
+    ts = float(value)
+    return ts if _MIN_TIME <= ts <= _MAX_TIME else None
+
+
+def write_mboxrd(rows: Iterable[Row], out: BinaryIO) -> int:
+    """Write `rows` (with at least `raw`, `from_addr`, `date`, `first_seen`) to `out` as
+    mboxrd; return how many were written."""
+    count = 0
+    for row in rows:
+        raw = bytes(row["raw"])
+        out.write(envelope(row))
+        out.write(_FROM_LINE.sub(rb">\1", raw))
+        out.write(b"\n" if raw.endswith(b"\n") else b"\n\n")
+        count += 1
+    return count
+
+
+def _iso(ts: Any) -> str | None:
+    if ts is None:
+        return None
+    try:
+        return datetime.fromtimestamp(float(ts), UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def message_json(row: Row) -> dict[str, Any]:
+    """The JSON object of one stored message (see the module docstring)."""
+    raw = bytes(row["raw"])
+    return {
+        "source": row["source"],
+        "month": row["month"],
+        "key": row["key"],
+        "message_id": row["message_id"],
+        "date": _iso(row["date"]),
+        "date_raw": row["date_raw"],
+        "date_flag": row["date_flag"],
+        "from_name": row["from_name"],
+        "from_addr": row["from_addr"],
+        "subject": row["subject"],
+        "in_reply_to": row["in_reply_to"],
+        "references": (row["refs"] or "").split(),
+        "conflict": bool(row["conflict"]),
+        "sha256": row["sha256"],
+        "raw": raw.decode("utf-8", "replace"),
+        "raw_base64": base64.b64encode(raw).decode("ascii"),
+    }
+
+
+def write_jsonl(rows: Iterable[Row], out: BinaryIO) -> int:
+    """Write one JSON object per line (UTF-8); return how many were written."""
+    count = 0
+    for row in rows:
+        line = json.dumps(message_json(row), ensure_ascii=False, separators=(",", ":"))
+        out.write(line.encode("utf-8") + b"\n")
+        count += 1
+    return count
+
+
+def iter_messages(tx: Tx, source: str, month: str | None = None) -> Iterator[Row]:
+    """The stored messages of `source` (of one month if given) ordered by month, byte
+    position in the month file (messages without one last), id; `BATCH` in memory."""
+    batch: list[int] = []
+    for row in tx.stream("export_message_ids", source=source, month=month):
+        batch.append(int(row["id"]))
+        if len(batch) == BATCH:
+            yield from _fetch(tx, batch)
+            batch = []
+    if batch:
+        yield from _fetch(tx, batch)
+
+
+def _fetch(tx: Tx, ids: list[int]) -> Iterator[Row]:
+    rows = {int(r["id"]): r for r in tx.all("export_messages_by_id", ids=json.dumps(ids))}
+    # A message deleted since its id was read is skipped, not an error.
+    return (rows[i] for i in ids if i in rows)
+
+
+def check_month(month: str | None) -> None:
+    """Raise UsageError unless `month` is None, 'YYYY-MM' or 'undated'."""
+    if month is not None and month != UNDATED and not valid_month(month):
+        raise UsageError(f"not a month: {month!r} (expected YYYY-MM or {UNDATED!r})")
+
+
+def export_messages(tx: Tx, source: str, month: str | None, fmt: str, out: BinaryIO) -> int:
+    """Write the messages of list `source` (only `month`, 'YYYY-MM' or 'undated', if given)
+    to `out` as 'mbox' (mboxrd) or 'jsonl'; return how many were written. Raises
+    UsageError for a bad month or format; the source itself is not checked."""
+    check_month(month)
+    rows = iter_messages(tx, source, month)
+    if fmt == "mbox":
+        return write_mboxrd(rows, out)
+    if fmt == "jsonl":
+        return write_jsonl(rows, out)
+    raise UsageError(f"unknown export format {fmt!r} (expected one of {', '.join(FORMATS)})")

@@ -1,0 +1,107 @@
+"""`thresher export NAME`: a list's stored messages as an mboxrd file or JSON lines.
+
+Why a temporary file and a rename: an export is often read by another program (a mail
+client, an indexer, a backup) that cannot tell a half-written mbox from a short one. With
+``-o FILE`` the messages go to a new file beside FILE that replaces it only once complete
+and flushed to disk; an export that fails for any reason leaves FILE as it was.
+Standard output has no such guard, by nature.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+import click
+
+from ..archives.export import FORMATS, check_month, export_messages
+from ..errors import ThresherError, UsageError
+from ..sources import get_source
+from .app import App
+
+__all__ = ["OutputClosed", "atomic_output", "export_command"]
+
+
+class OutputClosed(ThresherError):
+    """The program reading standard output stopped reading (``| head``)."""
+
+    exit_code = 141  # 128 + SIGPIPE, what a shell reports for a writer killed by it
+
+
+@contextmanager
+def atomic_output(path: Path) -> Iterator[BinaryIO]:
+    """A binary file that becomes `path` only when the block ends without an error."""
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        # 0o666 and O_EXCL: the umask applies as for any new file, and nothing is clobbered.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror}") from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            yield out
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise
+
+
+@click.command("export")
+@click.argument("name")
+@click.option(
+    "--month",
+    metavar="YYYY-MM",
+    help="Only this month ('undated': a plain mbox's messages without a usable date).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    required=True,
+    help="mbox: mboxrd, readable by mail clients; jsonl: one JSON object per message.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write to FILE (replaced only once complete) instead of standard output.",
+)
+@click.pass_obj
+def export_command(app: App, name: str, month: str | None, fmt: str, output: Path | None) -> None:
+    """Write the stored messages of list NAME, ordered by month and position in the
+    archive, as mboxrd or JSON lines (fields: see docs/mail.md)."""
+    check_month(month)
+    with app.store() as store, store.transaction(write=False) as tx:
+        get_source(tx, name)
+        if output is None or str(output) == "-":
+            stdout = click.get_binary_stream("stdout")
+            try:
+                count = export_messages(tx, name, month, fmt, stdout)
+                stdout.flush()
+            except BrokenPipeError:
+                # The reader went away: say so in one line, and keep Python from failing
+                # again when it flushes stdout at exit.
+                with contextlib.suppress(OSError, ValueError):
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, sys.stdout.fileno())
+                raise OutputClosed("standard output was closed before the export ended") from None
+            where = "standard output"
+        else:
+            with atomic_output(output) as out:
+                count = export_messages(tx, name, month, fmt, out)
+            where = str(output)
+    if app.verbose >= 0:
+        scope = f" ({month})" if month else ""
+        noun = "message" if count == 1 else "messages"
+        click.echo(f"exported {count} {noun} of {name}{scope} to {where}", err=True)

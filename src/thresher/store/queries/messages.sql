@@ -1,0 +1,28 @@
+-- Stored list messages read back: `thresher export` and `thresher search`.
+-- (Written by the harvest with the queries in archives.sql.)
+
+-- name: export_message_ids
+-- The export reads the ids in order first, then the messages a batch at a time, so a
+-- list of any size is never held in memory. Messages without a byte position (archives
+-- that are not mbox files) come after the others of their month.
+SELECT id FROM messages
+WHERE source = :source AND month = coalesce(:month, month)
+ORDER BY month, position IS NULL, position, id
+
+-- name: export_messages_by_id
+-- :ids is a JSON array of message ids.
+SELECT id, source, month, key, sha256, message_id, date, date_raw, date_flag, from_name,
+       from_addr, subject, in_reply_to, refs, raw, position, conflict, first_seen
+FROM messages
+WHERE id IN (SELECT value FROM json_each(:ids))
+
+-- name: search_messages
+-- :fts is an FTS5 expression of quoted strings only (see archives/search.py), :terms
+-- the same terms as a JSON array (used by PostgreSQL). bm25: lower is better. The
+-- snippet marks matches with STX/ETX (char 2 and 3).
+SELECT m.id, m.source, m.month, m.date, m.from_name, m.from_addr, m.subject, m.message_id,
+       snippet(messages_fts, 3, char(2), char(3), '…', 16) AS snippet
+FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid
+WHERE messages_fts MATCH :fts AND m.source = coalesce(:source, m.source)
+ORDER BY bm25(messages_fts), m.date IS NULL, m.date DESC, m.id DESC
+LIMIT :limit
