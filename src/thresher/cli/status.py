@@ -63,8 +63,7 @@ def _print_archive(console: Console, name: str, archive: dict[str, Any]) -> None
     months = archive["months"]
     complete = [m for m in months if m["state"] == "complete"]
     console.print(
-        f"{name}: {archive['messages']} messages, {len(months)} months"
-        f" ({len(complete)} complete)"
+        f"{name}: {archive['messages']} messages, {len(months)} months ({len(complete)} complete)"
     )
     open_months = [m for m in months if m["state"] != "complete"]
     if not open_months:
