@@ -1,134 +1,158 @@
-"""`thresher demo`: a small generated site on 127.0.0.1, harvested as source `demo`.
+"""`thresher demo`: a mailing-list archive served on 127.0.0.1, harvested five ways.
 
-The first run fetches every page; a second run sends conditional GETs and downloads no
-body at all. It exercises the whole path (source, run, jobs, fetch, store) on loopback.
+The built-in archive (`thresher.archives.demo`) publishes one generated list, a year of
+mail with the broken messages real archives hold, as Mailman 2 pipermail, Apache
+mod_mbox, Pony Mail, HyperKitty and a plain mbox file. The demo adds a source per kind
+(`demo-pipermail` …), runs them all with progress, and prints what each stored and what
+the server had to send. Run it again: no month body is downloaded a second time.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import re
 import sys
 import time
-from collections import Counter
-from pathlib import Path
 
 import click
-from aiohttp import web
 from rich.console import Console
+from rich.table import Table
 
+from ..archives.demo import DemoArchive
+from ..archives.demo_messages import generate_messages, hostile_messages
+from ..archives.kinds import KINDS
+from ..archives.months import month_of, next_month
 from ..errors import SourceError, UsageError
 from ..sources import add_source, get_source
 from ..store import Tx
 from .app import App, setup_logging
 from .run import run_plan
 
-__all__ = ["demo_command"]
+__all__ = ["DEMO_LIST", "demo_command"]
+
+DEMO_LIST = "demo@lists.example.org"
+_MONTHS = 12
+_PER_MONTH = 40
+
+# What a request for a month's file looks like, per kind.
+_MONTH_FILE = {
+    "pipermail": re.compile(r"/pipermail/[^/]+/\d{4}-\w+\.txt"),
+    "modmbox": re.compile(r"/mod_mbox/[^/]+/\d{6}\.mbox"),
+    "ponymail": re.compile(r"/api/mbox\.lua"),
+    "hyperkitty": re.compile(r"/export/"),
+    "mbox": re.compile(r"/mbox/[^/]+\.mbox"),
+}
+
+# The demo archive runs on loopback, which sources may not fetch unless they say so,
+# and it is ours: no need to wait between requests.
+DEMO_OPTIONS = {"allow_private": "true", "delay": "0"}
 
 
-def build_site(root: Path, pages: int) -> None:
-    """Deterministic pages: the same every time, so the second run finds nothing new."""
-    root.mkdir(parents=True, exist_ok=True)
-    lines = []
-    for i in range(pages):
-        words = hashlib.sha256(str(i).encode()).hexdigest()
-        body = f"<html><head><title>Page {i}</title></head><body><h1>Page {i}</h1>"
-        body += f"<p>{words * 20}</p></body></html>\n"
-        _write_if_changed(root / f"page-{i}.html", body)
-        lines.append(f"page-{i}.html")
-    _write_if_changed(root / "index.txt", "\n".join(lines) + "\n")
+def demo_months(now: float) -> list[str]:
+    """The last twelve months, the current one included: the archive grows with time."""
+    months = [month_of(now)]
+    while len(months) < _MONTHS:
+        year, mon = int(months[0][:4]), int(months[0][5:])
+        months.insert(0, f"{year - 1}-12" if mon == 1 else f"{year}-{mon - 1:02d}")
+    assert next_month(months[-2]) == months[-1]
+    return months
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    # Rewriting would move the file's mtime, and with it Last-Modified and the ETag.
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
-
-
-async def _serve(root: Path, port: int, seen: Counter[int]) -> web.AppRunner:
-    async def count(request: web.Request, response: web.StreamResponse) -> None:
-        # Counted as sent: a static file's 304 is decided only while it is prepared.
-        seen[response.status] += 1
-
-    base = f"http://127.0.0.1:{port}"
-    listing = (root / "index.txt").read_text().split()
-
-    async def urls(request: web.Request) -> web.Response:
-        return web.Response(text="\n".join(f"{base}/{name}" for name in listing) + "\n")
-
-    application = web.Application()
-    application.on_response_prepare.append(count)
-    application.router.add_get("/urls.txt", urls)
-    application.router.add_static("/", root)
-    runner = web.AppRunner(application, access_log=None)
-    await runner.setup()
-    try:
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-    except OSError as exc:
-        await runner.cleanup()
-        raise UsageError(
-            f"cannot serve the demo on 127.0.0.1:{port} ({exc.strerror}): try --port"
-        ) from None
-    return runner
+def build_archive(server: DemoArchive, now: float) -> None:
+    """The same messages on every run (fixed seed), so a second run finds nothing new."""
+    months = demo_months(now)
+    mail = generate_messages(DEMO_LIST, months, _PER_MONTH, seed=2024)
+    # The broken mail real archives hold, in a closed month.
+    mail[months[-3]] += [h.raw for h in hostile_messages(DEMO_LIST, months[-3])]
+    server.add_list(DEMO_LIST, months[0], mail)
 
 
 @click.command("demo")
 @click.option(
     "--port", type=int, default=8765, show_default=True, help="Loopback port to serve on."
 )
-@click.option("--pages", type=int, default=500, show_default=True, help="Pages in the demo site.")
 @click.pass_obj
-def demo_command(app: App, port: int, pages: int) -> None:
-    """Serve a generated site on 127.0.0.1 and harvest it as source 'demo'.
+def demo_command(app: App, port: int) -> None:
+    """Serve a mailing-list archive on 127.0.0.1 and harvest it as five kinds of archive.
 
-    Run it twice: the second run revalidates every page (HTTP 304) and downloads no body."""
+    Run it twice: the second run downloads no month body, only the archive's indexes."""
     config = app.config
-    root = config.home / "demo-site"
-    build_site(root, pages)
-    url = f"http://127.0.0.1:{port}/urls.txt"
-    with app.store() as store, store.transaction() as tx:
-        _ensure_source(tx, url)
     console = Console(stderr=True) if sys.stderr.isatty() else None
     setup_logging(app.verbose, console)
-    seen: Counter[int] = Counter()
-
-    async def main() -> None:
-        runner = await _serve(root, port, seen)
-        try:
-            reports = await run_plan(config, ("demo",), None, console)
-        finally:
-            await runner.cleanup()
-        for report in reports:
-            for s in report.sources:
-                click.echo(
-                    f"{s.source}: {s.outcome} ({s.counts})" + (f"; {s.error}" if s.error else "")
-                )
-
-    started = time.time()
-    asyncio.run(main())
-    with app.store() as store, store.transaction(write=False) as tx:
-        docs = tx.one("count_documents", source="demo")
-    click.echo(
-        f"server sent {seen[200]} bodies (200) and {seen[304]} not-modified answers (304);"
-        f" {docs['n'] if docs else 0} documents stored in {config.home};"
-        f" took {time.time() - started:.1f} s"
-    )
-    click.echo("next: 'thresher status', or run 'thresher demo' again")
-
-
-# The demo site runs on loopback, which sources may not fetch unless they say so, and it
-# is ours: no need to wait between requests.
-DEMO_OPTIONS = {"allow_private": "true", "delay": "0"}
-
-
-def _ensure_source(tx: Tx, url: str) -> None:
+    now = time.time()
+    started = time.monotonic()
+    server = DemoArchive(port)
+    build_archive(server, now)
     try:
-        source = get_source(tx, "demo")
+        server.start()
+    except OSError as exc:
+        raise UsageError(
+            f"cannot serve the demo on 127.0.0.1:{port} ({exc.strerror or exc}): try --port"
+        ) from None
+    try:
+        with app.store() as store, store.transaction() as tx:
+            names = [_ensure_source(tx, kind, server.url(kind, DEMO_LIST), now) for kind in KINDS]
+        reports = asyncio.run(run_plan(config, tuple(names), None, console))
+    finally:
+        server.stop()
+    outcomes = {s.source: s for r in reports for s in r.sources}
+    with app.store() as store, store.transaction(write=False) as tx:
+        table = Table(
+            "source", "outcome", "messages", "months", "complete", "requests", "month bodies", "KiB"
+        )
+        for kind, name in zip(KINDS, names, strict=True):
+            report = outcomes.get(name)
+            stored = tx.one("count_source_messages", source=name)
+            summary = tx.one("archive_summary", source=name) or {}
+            requests = [r for r in server.requests if _belongs(kind, r.target)]
+            bodies = [
+                r
+                for r in requests
+                if _MONTH_FILE[kind].search(r.target) and r.status in (200, 206)
+            ]
+            table.add_row(
+                name,
+                report.outcome if report else "?",
+                str(stored["n"] if stored else 0),
+                str(summary.get("months", 0)),
+                str(summary.get("complete", 0)),
+                str(len(requests)),
+                str(len(bodies)),
+                f"{sum(r.sent for r in requests) / 1024:.0f}",
+            )
+    Console(width=120).print(table)
+    click.echo(
+        f"stored in {config.home}; took {time.monotonic() - started:.1f} s. Next: run"
+        " 'thresher demo' again (no month body is downloaded twice),"
+        " 'thresher search release', 'thresher export demo-ponymail --format mbox',"
+        " 'thresher status'"
+    )
+    if any(s.outcome != "ok" for s in outcomes.values()):
+        raise SourceError("a demo source failed: see 'thresher status'")
+
+
+def _belongs(kind: str, target: str) -> bool:
+    if kind == "pipermail":
+        return target.startswith("/pipermail/")
+    if kind == "modmbox":
+        return target.startswith("/mod_mbox/")
+    if kind == "ponymail":
+        return target.startswith(("/api/", "/list.html"))
+    if kind == "hyperkitty":
+        return target.startswith("/hyperkitty/")
+    return target.startswith("/mbox/")
+
+
+def _ensure_source(tx: Tx, kind: str, url: str, now: float) -> str:
+    name = f"demo-{kind}"
+    try:
+        source = get_source(tx, name)
     except UsageError:
-        add_source(tx, "demo", url, "urls", DEMO_OPTIONS, time.time())
-        return
+        add_source(tx, name, url, kind, DEMO_OPTIONS, now)
+        return name
     if source.url != url:
         raise SourceError(
-            f"source 'demo' harvests {source.url}, not {url}: use the same --port,"
-            " or 'thresher source remove demo'"
+            f"source {name!r} harvests {source.url}, not {url}: use the same --port,"
+            f" or 'thresher source remove {name}'"
         )
+    return name

@@ -1,0 +1,339 @@
+"""The five archive types end to end: the built-in archive server on 127.0.0.1, a real
+store of each backend, the real execution plan and workers. The archive changes between
+runs; each test asserts the exact set of stored messages and what the server was asked."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from cli_proc import Home
+from conftest import new_pg_database
+from thresher.archives.demo import ArchiveList, DemoArchive
+from thresher.archives.demo_messages import generate_messages, hostile_messages
+from thresher.archives.harvest import OVERLAP
+from thresher.config import Config
+from thresher.plan import ExecutionPlan, RunReport
+from thresher.sources import add_source
+from thresher.sources.types import detect_type
+from thresher.store.aio import AsyncStore
+
+ADDR = "dev@example.org"
+KINDS = ["pipermail", "modmbox", "ponymail", "hyperkitty", "mbox"]
+# What a request for a month's file looks like, per kind.
+MONTH_FILE = {
+    "pipermail": re.compile(r"/pipermail/dev/\d{4}-\w+\.txt"),
+    "modmbox": re.compile(r"/mod_mbox/dev/\d{6}\.mbox"),
+    "ponymail": re.compile(r"/api/mbox\.lua"),
+    "hyperkitty": re.compile(r"/export/"),
+    "mbox": re.compile(r"/mbox/dev\.mbox"),
+}
+RANGES = {"pipermail", "modmbox", "mbox"}
+
+
+def ts(year: int, month: int, day: int, hour: int = 12) -> float:
+    return datetime(year, month, day, hour, tzinfo=UTC).timestamp()
+
+
+class ShiftedClock:
+    """Real time, shifted to a moment the test chooses: months turn when the test says."""
+
+    def __init__(self, at: float) -> None:
+        self.set(at)
+
+    def set(self, at: float) -> None:
+        self._offset = at - time.time()
+
+    def now(self) -> float:
+        return time.time() + self._offset
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(max(0.0, seconds))
+
+
+def message_id(raw: bytes) -> str | None:
+    match = re.search(rb"^Message-ID:\s*<([^>]*)>", raw, re.MULTILINE | re.IGNORECASE)
+    return match.group(1).decode() if match else None
+
+
+class Harvester:
+    """One user's Thresher: a store, a source, and `thresher run` as often as asked."""
+
+    def __init__(self, store_url: str, home: Path, clock: ShiftedClock, **config: Any) -> None:
+        self.store_url = store_url
+        self.clock = clock
+        db = None if store_url.startswith("sqlite") else store_url
+        defaults: dict[str, Any] = dict(
+            home=home, db=db, backoff_base=0.01, backoff_max=0.05, lease_seconds=30
+        )
+        self.config = Config(**{**defaults, **config})
+
+    def add(self, url: str, kind: str | None = None, **options: str) -> None:
+        raw = {"allow_private": "true", "delay": "0", **options}
+
+        async def go() -> None:
+            store = await AsyncStore(self.config.store_url).open()
+            try:
+                await store.run(lambda tx: add_source(tx, "dev", url, kind, raw, time.time()))
+            finally:
+                await store.close()
+
+        asyncio.run(go())
+
+    def run(self) -> RunReport:
+        async def go() -> RunReport:
+            store = await AsyncStore(self.config.store_url).open()
+            try:
+                return await ExecutionPlan(self.config, store, self.clock).run_once()
+            finally:
+                await store.close()
+
+        report = asyncio.run(go())
+        assert report.sources[0].outcome == "ok", report.sources[0]
+        return report
+
+    def query(self, sql: str) -> list[dict[str, Any]]:
+        if self.store_url.startswith("sqlite"):
+            db = sqlite3.connect(self.store_url.removeprefix("sqlite:///"))
+            db.row_factory = sqlite3.Row
+            try:
+                return [dict(r) for r in db.execute(sql)]
+            finally:
+                db.close()
+        with psycopg.connect(self.store_url, row_factory=dict_row) as conn:
+            return conn.execute(sql.encode()).fetchall()
+
+    def ids(self) -> set[str]:
+        rows = self.query("SELECT message_id FROM messages WHERE message_id IS NOT NULL")
+        return {r["message_id"] for r in rows}
+
+    def count(self) -> int:
+        return int(self.query("SELECT count(*) AS n FROM messages")[0]["n"])
+
+    def months(self) -> dict[str, dict[str, Any]]:
+        return {r["month"]: r for r in self.query("SELECT * FROM archive_months")}
+
+    def events(self) -> list[tuple[str, str]]:
+        return [(r["kind"], r["month"]) for r in self.query("SELECT * FROM archive_events")]
+
+
+def expected_ids(archive: ArchiveList) -> set[str]:
+    return {i for msgs in archive.months.values() for raw in msgs if (i := message_id(raw))}
+
+
+def month_bodies(server: DemoArchive, kind: str) -> int:
+    """Requests for a month's file that got a body (200 or 206)."""
+    return sum(
+        1 for r in server.requests if MONTH_FILE[kind].search(r.target) and r.status in (200, 206)
+    )
+
+
+def month_bytes(server: DemoArchive, kind: str) -> int:
+    return sum(r.sent for r in server.requests if MONTH_FILE[kind].search(r.target))
+
+
+@pytest.fixture
+def server() -> Iterator[DemoArchive]:
+    with DemoArchive() as archive:
+        yield archive
+
+
+def make_list(server: DemoArchive, per_month: int = 20) -> ArchiveList:
+    months = generate_messages(ADDR, ["2024-01", "2024-02", "2024-03"], per_month, seed=7)
+    return server.add_list(ADDR, "2024-01", months)
+
+
+def new_message(n: int, month: str = "2024-03") -> bytes:
+    return (
+        f"From: Late Writer <late{n}@example.net>\nTo: {ADDR}\n"
+        f"Subject: late {n}\nDate: Sun, 3 Mar 2024 10:00:00 +0000\n"
+        f"Message-ID: <late{n}.{month}@example.net>\n\nA message added later: {n}.\n"
+    ).encode()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_kind_is_detected_from_the_url(server: DemoArchive, kind: str) -> None:
+    assert detect_type(server.url(kind, ADDR)).name == kind
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_first_harvest_is_complete_and_an_unchanged_run_downloads_no_month(
+    server: DemoArchive, store_url: str, tmp_path: Path, kind: str
+) -> None:
+    archive = make_list(server)
+    archive.add("2024-02", hostile_messages(ADDR, "2024-02")[0].raw)  # no Message-ID
+    clock = ShiftedClock(ts(2024, 3, 3))
+    harvester = Harvester(store_url, tmp_path, clock)
+    harvester.add(server.url(kind, ADDR))
+    harvester.run()
+    assert harvester.ids() == expected_ids(archive)
+    assert harvester.count() == 61
+    assert month_bodies(server, kind) == (1 if kind == "mbox" else 3)
+
+    server.reset_log()
+    harvester.run()
+    assert month_bodies(server, kind) == 0
+    assert harvester.count() == 61
+    if kind in ("ponymail", "modmbox", "hyperkitty"):
+        assert not any(MONTH_FILE[kind].search(r.target) for r in server.requests)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_new_mail_in_the_current_month_costs_one_request_or_its_bytes(
+    server: DemoArchive, store_url: str, tmp_path: Path, kind: str
+) -> None:
+    archive = make_list(server)
+    clock = ShiftedClock(ts(2024, 3, 15))  # February's grace period is over
+    harvester = Harvester(store_url, tmp_path, clock)
+    harvester.add(server.url(kind, ADDR))
+    harvester.run()
+    before = harvester.ids()
+    server.reset_log()
+    archive.add("2024-03", new_message(1))
+    harvester.run()
+    assert harvester.ids() - before == {"late1.2024-03@example.net"}
+    assert month_bodies(server, kind) == 1
+    if kind in RANGES:
+        # Only the new message and the overlap checked before it.
+        assert month_bytes(server, kind) < len(new_message(1)) + OVERLAP + 200
+        assert any("range" in r.headers for r in server.requests)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_late_mail_for_the_previous_month_after_the_month_turned(
+    server: DemoArchive, store_url: str, tmp_path: Path, kind: str
+) -> None:
+    archive = make_list(server)
+    clock = ShiftedClock(ts(2024, 2, 29, 23))
+    harvester = Harvester(store_url, tmp_path, clock)
+    harvester.add(server.url(kind, ADDR))
+    archive.months.pop("2024-03")  # not yet
+    harvester.run()
+    clock.set(ts(2024, 3, 2))
+    archive.add("2024-02", new_message(2, "2024-02"))
+    harvester.run()
+    assert "late2.2024-02@example.net" in harvester.ids()
+    assert harvester.ids() == expected_ids(archive)
+    if kind != "mbox":
+        assert harvester.months()["2024-02"]["state"] == "open"
+        clock.set(ts(2024, 3, 9))  # the grace period is over
+        harvester.run()
+        assert harvester.months()["2024-02"]["state"] == "complete"
+        server.reset_log()
+        harvester.run()
+        assert not any("2024-02" in r.target or "202402" in r.target for r in server.requests)
+
+
+@pytest.mark.parametrize("kind", ["pipermail", "ponymail", "modmbox"])
+def test_a_month_that_shrinks_keeps_every_message_and_records_the_difference(
+    server: DemoArchive, store_url: str, tmp_path: Path, kind: str
+) -> None:
+    archive = make_list(server)
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 3)))
+    harvester.add(server.url(kind, ADDR))
+    harvester.run()
+    everything = harvester.ids()
+    gone = message_id(archive.remove("2024-03", 5))
+    harvester.run()
+    assert harvester.ids() == everything and gone in everything
+    march = harvester.months()["2024-03"]
+    assert (march["counted"], march["stored"], march["missing"]) == (19, 20, 1)
+    assert ("missing", "2024-03") in harvester.events()
+
+
+def test_identical_copies_are_stored_once_and_shared_ids_are_flagged(
+    server: DemoArchive, store_url: str, tmp_path: Path
+) -> None:
+    archive = make_list(server)
+    archive.add_duplicate("2024-01", 3)  # the archive lists one message twice
+    twin = archive.months["2024-01"][4].replace(b"\n\n", b"\n\nA different body.\n", 1)
+    archive.add("2024-01", twin)  # a different message with the same Message-ID
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(server.url("ponymail", ADDR))
+    harvester.run()
+    january = harvester.months()["2024-01"]
+    # Like with like: the archive counts the copy, so does the harvest; stored once.
+    assert (january["expected"], january["counted"], january["stored"]) == (22, 22, 21)
+    assert january["state"] == "complete"
+    flagged = harvester.query("SELECT message_id FROM messages WHERE conflict = 1")
+    assert [r["message_id"] for r in flagged] == [message_id(twin)] * 2
+
+
+def test_hostile_messages_are_kept_and_flagged(
+    server: DemoArchive, store_url: str, tmp_path: Path
+) -> None:
+    archive = make_list(server, per_month=2)
+    hostile = hostile_messages(ADDR, "2024-02")
+    for h in hostile:
+        archive.add("2024-02", h.raw)
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(server.url("pipermail", ADDR))
+    harvester.run()
+    assert harvester.count() == 6 + len(hostile)
+    rows = harvester.query("SELECT key, date_flag, subject FROM messages WHERE month = '2024-02'")
+    flags = sorted(r["date_flag"] for r in rows if r["date_flag"])
+    assert flags == ["future", "missing", "unparseable"]
+    assert sum(r["key"].startswith("sha256:") for r in rows) == 1
+    harvester.run()  # and again: no second copy of the one without a Message-ID
+    assert harvester.count() == 6 + len(hostile)
+
+
+@pytest.mark.parametrize("fault", ["503", "500", "reset", "truncate", "hang"])
+def test_faults_are_retried_and_lose_nothing(
+    server: DemoArchive, store_url: str, tmp_path: Path, fault: Any
+) -> None:
+    archive = make_list(server)
+    server.hang_seconds = 5
+    server.fault("2024-February.txt", fault, times=2, retry_after=0)
+    harvester = Harvester(
+        store_url, tmp_path, ShiftedClock(ts(2024, 3, 3)), http_timeout=1.0, max_attempts=5
+    )
+    harvester.add(server.url("pipermail", ADDR))
+    harvester.run()
+    assert harvester.ids() == expected_ids(archive)
+    [job] = harvester.query("SELECT attempts, last_error FROM jobs WHERE key LIKE '%/2024-02'")
+    assert job["attempts"] >= 2, job  # the two faults were retried, then it worked
+
+
+def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
+    home = Home(tmp_path, db)
+    months = [f"{y}-{m:02d}" for y in (2021, 2022, 2023) for m in range(1, 13)]
+    with DemoArchive() as server:
+        archive = server.add_list(ADDR, months[0], generate_messages(ADDR, months, 150, seed=3))
+        url = server.url("pipermail", ADDR)
+        home.run("source", "add", "dev", url, "-o", "allow_private=true", "-o", "delay=0")
+        proc = home.start("run", "dev")
+        deadline = time.monotonic() + 120
+        harvested = 0
+        while harvested < 3:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+            try:
+                harvested = len(home.query("SELECT month FROM archive_months"))
+            except Exception:  # the store or its tables do not exist yet
+                continue
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        assert 3 <= len(home.query("SELECT month FROM archive_months")) < len(months)
+
+        home.run("run", "dev")
+        stored = home.query("SELECT message_id FROM messages")
+    assert len(stored) == len(months) * 150
+    assert {r["message_id"] for r in stored} == expected_ids(archive)
+    assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]

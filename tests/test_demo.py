@@ -1,0 +1,46 @@
+"""`thresher demo`, the README's main job, as a user runs it: twice, in a subprocess."""
+
+from __future__ import annotations
+
+import re
+import socket
+from pathlib import Path
+
+from cli_proc import Home
+from thresher.archives.kinds import KINDS
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def rows(stdout: str) -> dict[str, list[str]]:
+    """The summary table: source -> its cells."""
+    out = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
+        if cells and cells[0].startswith("demo-"):
+            out[cells[0]] = cells[1:]
+    return out
+
+
+def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -> None:
+    home = Home(tmp_path)
+    port = str(free_port())
+    first = rows(home.run("demo", "--port", port).stdout)
+    assert set(first) == {f"demo-{k}" for k in KINDS}
+    messages = {cells[1] for cells in first.values()}
+    assert len(messages) == 1 and int(messages.pop()) > 400  # every kind stored every message
+    assert all(int(cells[5]) > 0 for cells in first.values())  # month bodies were fetched
+
+    second = rows(home.run("demo", "--port", port).stdout)
+    assert {name: cells[0] for name, cells in second.items()} == dict.fromkeys(first, "ok")
+    assert {name: cells[5] for name, cells in second.items()} == dict.fromkeys(first, "0")
+    assert {name: cells[1] for name, cells in second.items()} == {
+        name: cells[1] for name, cells in first.items()
+    }
+    stored = home.query("SELECT source, count(*) AS n FROM messages GROUP BY source")
+    assert len({r["n"] for r in stored}) == 1 and len(stored) == len(KINDS)
+    assert re.search(r"took [\d.]+ s", home.run("demo", "--port", port).stdout)
