@@ -106,9 +106,7 @@ def demo_command(app: App, port: int) -> None:
             summary = tx.one("archive_summary", source=name) or {}
             requests = [r for r in server.requests if _belongs(kind, r.target)]
             bodies = [
-                r
-                for r in requests
-                if _MONTH_FILE[kind].search(r.target) and r.status in (200, 206)
+                r for r in requests if _MONTH_FILE[kind].search(r.target) and r.status in (200, 206)
             ]
             table.add_row(
                 name,
