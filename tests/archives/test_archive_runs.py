@@ -5,6 +5,8 @@ runs; each test asserts the exact set of stored messages and what the server was
 from __future__ import annotations
 
 import asyncio
+import io
+import mailbox
 import os
 import re
 import signal
@@ -23,11 +25,14 @@ from cli_proc import Home
 from conftest import new_pg_database
 from thresher.archives.demo import ArchiveList, DemoArchive
 from thresher.archives.demo_messages import generate_messages, hostile_messages
+from thresher.archives.export import export_messages
 from thresher.archives.harvest import OVERLAP
+from thresher.archives.search import search_messages
 from thresher.config import Config
 from thresher.plan import ExecutionPlan, RunReport
 from thresher.sources import add_source
 from thresher.sources.types import detect_type
+from thresher.store import open_store
 from thresher.store.aio import AsyncStore
 
 ADDR = "dev@example.org"
@@ -337,3 +342,34 @@ def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
     assert len(stored) == len(months) * 150
     assert {r["message_id"] for r in stored} == expected_ids(archive)
     assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]
+
+
+def test_harvested_messages_are_found_by_search_and_exported_whole(
+    server: DemoArchive, store_url: str, tmp_path: Path
+) -> None:
+    archive = make_list(server, per_month=5)
+    archive.add("2024-02", new_message(7, "2024-02"))
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(server.url("modmbox", ADDR))
+    harvester.run()
+    store = open_store(store_url)
+    try:
+        with store.transaction(write=False) as tx:
+            hits = search_messages(tx, store.backend, "added later", "dev", 10)
+            assert [h["message_id"] for h in hits] == ["late7.2024-02@example.net"]
+            out = io.BytesIO()
+            assert export_messages(tx, "dev", "2024-02", "mbox", out) == 6
+    finally:
+        store.close()
+    exported = [message_id(m.as_bytes()) for m in mailbox_messages(out.getvalue(), tmp_path)]
+    assert exported[-1] == "late7.2024-02@example.net" and len(set(exported)) == 6
+
+
+def mailbox_messages(data: bytes, tmp_path: Path) -> list[mailbox.mboxMessage]:
+    path = tmp_path / "export.mbox"
+    path.write_bytes(data)
+    box = mailbox.mbox(path, create=False)
+    try:
+        return list(box)
+    finally:
+        box.close()

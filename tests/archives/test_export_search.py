@@ -87,6 +87,12 @@ def insert_message(db: RawDB, raw: bytes, **fields: Any) -> int:
     if db.sqlite:
         sql = f"INSERT INTO messages ({names}) VALUES ({', '.join('?' * len(_COLUMNS))})"
         cur = db.conn.execute(sql, [row[c] for c in _COLUMNS])
+        # The harvester indexes what it stores in the same transaction (index_new_messages).
+        db.conn.execute(
+            "INSERT INTO messages_fts (rowid, subject, from_name, from_addr, body)"
+            " SELECT id, subject, from_name, from_addr, body FROM messages WHERE id = ?",
+            (cur.lastrowid,),
+        )
         db.conn.commit()
         return int(cur.lastrowid)
     values = ", ".join(["%s"] * len(_COLUMNS))

@@ -440,7 +440,9 @@ async def _month(ctx: JobContext) -> Outcome:
 
     def write(tx: Tx) -> None:
         if rows:
+            after = _one(tx, "last_message_id")
             tx.execute_many("insert_message", rows)
+            tx.execute("index_new_messages", after=after)
             for month in sorted({r["month"] for r in rows}):
                 tx.execute("flag_conflicts", source=source, month=month)
         if unit == ALL:

@@ -87,3 +87,12 @@ FROM archive_months WHERE source = :source
 
 -- name: source_message_keys
 SELECT key, sha256 FROM messages WHERE source = :source
+
+-- name: last_message_id
+SELECT coalesce(max(id), 0) AS n FROM messages
+
+-- name: index_new_messages
+-- SQLite: the messages stored in this transaction (ids above :after, as a write
+-- transaction is the only writer) go into the FTS5 index in one statement.
+INSERT INTO messages_fts (rowid, subject, from_name, from_addr, body)
+SELECT id, subject, from_name, from_addr, body FROM messages WHERE id > :after

@@ -76,19 +76,17 @@ CREATE TABLE messages (
 CREATE INDEX messages_month ON messages (source, month, position);
 CREATE INDEX messages_message_id ON messages (message_id);
 
--- Full-text search (`thresher search`): FTS5 over subject, sender and body text, kept
--- in step with `messages` by triggers. unicode61 without stemming and with accents kept,
--- like PostgreSQL's 'simple' configuration over the text with non-alphanumerics made
--- spaces, so both backends find the same messages.
+-- Full-text search (`thresher search`): FTS5 over subject, sender and body text.
+-- unicode61 without stemming and with accents kept, like PostgreSQL's 'simple'
+-- configuration over the text with non-alphanumerics made spaces, so both backends find
+-- the same messages. Rows are added by the month job in bulk, in the transaction that
+-- stores them (query index_new_messages): an insert trigger cost four times as much
+-- (about 300 µs a message against 80). The delete trigger keeps the index exact.
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     subject, from_name, from_addr, body,
     content='messages', content_rowid='id',
     tokenize='unicode61 remove_diacritics 0'
 );
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-    INSERT INTO messages_fts (rowid, subject, from_name, from_addr, body)
-    VALUES (new.id, new.subject, new.from_name, new.from_addr, new.body);
-END;
 CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
     INSERT INTO messages_fts (messages_fts, rowid, subject, from_name, from_addr, body)
     VALUES ('delete', old.id, old.subject, old.from_name, old.from_addr, old.body);

@@ -1,0 +1,5 @@
+-- PostgreSQL versions of the archive queries in ../archives.sql.
+
+-- name: index_new_messages
+-- The generated `search` column is the index here: nothing to add.
+SELECT 1 WHERE :after IS NULL
