@@ -312,6 +312,23 @@ def test_faults_are_retried_and_lose_nothing(
     assert job["attempts"] >= 2, job  # the two faults were retried, then it worked
 
 
+# Months this big are parsed in a child process (thresher.archives.rows.PARALLEL_MIN).
+PER_MONTH = 250
+
+
+def child_pids(parent: int | None) -> set[int]:
+    """Processes whose parent is `parent` (None: every process)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if parent is None or int(fields[1]) == parent:
+            found.add(int(stat.parent.name))
+    return found
+
+
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -319,7 +336,9 @@ def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
     home = Home(tmp_path, db)
     months = [f"{y}-{m:02d}" for y in (2021, 2022, 2023) for m in range(1, 13)]
     with DemoArchive() as server:
-        archive = server.add_list(ADDR, months[0], generate_messages(ADDR, months, 150, seed=3))
+        archive = server.add_list(
+            ADDR, months[0], generate_messages(ADDR, months, PER_MONTH, seed=3)
+        )
         url = server.url("pipermail", ADDR)
         home.run("source", "add", "dev", url, "-o", "allow_private=true", "-o", "delay=0")
         proc = home.start("run", "dev")
@@ -333,13 +352,19 @@ def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
                 harvested = len(home.query("SELECT month FROM archive_months"))
             except Exception:  # the store or its tables do not exist yet
                 continue
+        children = child_pids(proc.pid)
+        assert children, "months this big are parsed in a child process"
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
+        # The parsing child dies with its parent: nothing is left running.
+        while children & set(child_pids(None)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not children & set(child_pids(None))
         assert 3 <= len(home.query("SELECT month FROM archive_months")) < len(months)
 
         home.run("run", "dev")
         stored = home.query("SELECT message_id FROM messages")
-    assert len(stored) == len(months) * 150
+    assert len(stored) == len(months) * PER_MONTH
     assert {r["message_id"] for r in stored} == expected_ids(archive)
     assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]
 

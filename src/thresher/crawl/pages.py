@@ -14,17 +14,11 @@ earlier runs'), so a page identical to an earlier one becomes a `revisit` record
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ctypes
-import multiprocessing
-import os
-import signal
-import sys
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..childproc import spawn_pool
 from ..parse import extract_links, is_html
 from ..store.warc import WarcPosition, WarcWriter, payload_digest
 
@@ -159,23 +153,10 @@ class InlinePages:
 # The child process's writer: a process pool of one worker runs its calls one at a time,
 # in the order they were submitted.
 _writer: PageWriter | None = None
-_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def _die_with_parent(parent: int) -> None:
-    """A `kill -9` of the crawler must not leave its writer behind (holding its output
-    pipes open, writing on): ask Linux to kill this child when the parent dies."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:  # the parent died before the request was made
-        os._exit(1)
-
-
-def _child_init(setup: WarcSetup, parent: int) -> None:
+def _child_init(setup: WarcSetup) -> None:
     global _writer
-    _die_with_parent(parent)
     _writer = PageWriter(setup)
 
 
@@ -198,13 +179,7 @@ class ProcessPages:
     """Pages processed by one child process that owns the WARC writer."""
 
     def __init__(self, setup: WarcSetup) -> None:
-        # spawn, not fork: the parent has threads (the store's), and forking those is unsafe.
-        self.pool = ProcessPoolExecutor(
-            max_workers=1,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_child_init,
-            initargs=(setup, os.getpid()),
-        )
+        self.pool = spawn_pool(1, _child_init, (setup,))
 
     async def process(self, ex: Exchange) -> Processed:
         return await asyncio.get_running_loop().run_in_executor(self.pool, _child_process, ex)

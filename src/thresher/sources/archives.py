@@ -17,20 +17,17 @@ time per host, the delay, private addresses refused unless `allow_private`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
-from ..archives.body import text_body
-from ..archives.harvest import Absorbed, Known, absorb, decide, request_headers
+from ..archives.harvest import Known, absorb, decide, request_headers
 from ..archives.kinds import (
     Month,
     hyperkitty_count_url,
@@ -48,8 +45,8 @@ from ..archives.kinds import (
     ponymail_parts,
     ponymail_stats_url,
 )
-from ..archives.message import parse_message
-from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, month_of, months_from
+from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, months_from
+from ..archives.rows import parse_rows
 from ..errors import PermanentError, SourceError, TransientError
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
@@ -332,46 +329,6 @@ for _kind in ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox"):
 # --- the month job ---------------------------------------------------------------------
 
 
-def _clean(text: str | None) -> str | None:
-    # PostgreSQL text cannot hold NUL; the raw bytes keep it.
-    return text.replace("\x00", "") if text is not None and "\x00" in text else text
-
-
-def _message_rows(source: str, unit: str, absorbed: Absorbed, now: float) -> list[dict[str, Any]]:
-    moment = datetime.fromtimestamp(now, UTC)
-    rows = []
-    for raw in absorbed.messages:
-        msg = parse_message(raw.raw, list_name=source, now=moment)
-        date = msg.date.timestamp() if msg.date is not None else None
-        month = unit
-        if unit == ALL:
-            # A plain mbox has no months of its own: file each message under its Date's,
-            # unless the date is missing, unreadable or in the future.
-            month = month_of(date) if date is not None and msg.date_flag is None else "undated"
-        rows.append(
-            dict(
-                source=source,
-                month=month,
-                key=_clean(msg.key),
-                sha256=hashlib.sha256(raw.raw).hexdigest(),
-                message_id=_clean(msg.message_id),
-                date=date,
-                date_raw=_clean(msg.date_raw),
-                date_flag=msg.date_flag,
-                from_name=_clean(msg.from_),
-                from_addr=_clean(msg.from_addr),
-                subject=_clean(msg.subject),
-                in_reply_to=_clean(msg.in_reply_to),
-                refs=_clean(" ".join(msg.references)) or None,
-                body=_clean(text_body(raw.raw)),
-                raw=raw.raw,
-                position=raw.offset,
-                now=now,
-            )
-        )
-    return rows
-
-
 async def _fetch_month(
     ctx: JobContext, urls: Sequence[str], known: Known | None, grows: bool, max_bytes: int
 ) -> tuple[str, _Got, int | None]:
@@ -418,7 +375,7 @@ async def _month(ctx: JobContext) -> Outcome:
         )
         events += absorbed.events
     now = ctx.clock.now()
-    rows = _message_rows(source, unit, absorbed, now)
+    rows = await parse_rows(source, unit, absorbed.messages, now)
     expected = p.get("expected")
     closed = is_closed(unit, now, grace)
     matches = expected is None or expected == absorbed.counted

@@ -1,0 +1,100 @@
+"""Messages to store rows: parsed in a child process when a month is big.
+
+Parsing a message (headers, date, addresses, body text, digest) costs about 130 µs of
+pure Python, and storing it about as much, most of that in SQLite with the GIL held row
+by row. In one process the two take turns; with the parsing of one month in a child
+process while another month is written, a harvest uses both cores of a small machine
+(the mail benchmark: see benchmarks/README.md). Small months are parsed inline, where a
+round trip to the child would cost more than it saves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+from ..childproc import spawn_pool
+from .body import text_body
+from .mbox import RawMessage
+from .message import parse_message
+from .months import ALL, month_of
+
+__all__ = ["PARALLEL_MIN", "message_rows", "parse_rows"]
+
+log = logging.getLogger("thresher.archives")
+
+# Months with fewer messages are parsed inline.
+PARALLEL_MIN = 200
+
+_pool: ProcessPoolExecutor | None = None
+_pool_failed = False
+
+
+def _clean(text: str | None) -> str | None:
+    # PostgreSQL text cannot hold NUL; the raw bytes keep it.
+    return text.replace("\x00", "") if text is not None and "\x00" in text else text
+
+
+def message_rows(
+    source: str, unit: str, messages: Sequence[RawMessage], now: float
+) -> list[dict[str, Any]]:
+    """The `insert_message` parameters of each message, in order."""
+    moment = datetime.fromtimestamp(now, UTC)
+    rows = []
+    for raw in messages:
+        msg = parse_message(raw.raw, list_name=source, now=moment)
+        date = msg.date.timestamp() if msg.date is not None else None
+        month = unit
+        if unit == ALL:
+            # A plain mbox has no months of its own: file each message under its Date's,
+            # unless the date is missing, unreadable or in the future.
+            month = month_of(date) if date is not None and msg.date_flag is None else "undated"
+        rows.append(
+            dict(
+                source=source,
+                month=month,
+                key=_clean(msg.key),
+                sha256=hashlib.sha256(raw.raw).hexdigest(),
+                message_id=_clean(msg.message_id),
+                date=date,
+                date_raw=_clean(msg.date_raw),
+                date_flag=msg.date_flag,
+                from_name=_clean(msg.from_),
+                from_addr=_clean(msg.from_addr),
+                subject=_clean(msg.subject),
+                in_reply_to=_clean(msg.in_reply_to),
+                refs=_clean(" ".join(msg.references)) or None,
+                body=_clean(text_body(raw.raw)),
+                raw=raw.raw,
+                position=raw.offset,
+                now=now,
+            )
+        )
+    return rows
+
+
+async def parse_rows(
+    source: str, unit: str, messages: Sequence[RawMessage], now: float
+) -> list[dict[str, Any]]:
+    """`message_rows`, in this process's parsing child when the month is big enough and
+    the machine has a core to spare; inline otherwise, or if the child died."""
+    global _pool, _pool_failed
+    if len(messages) < PARALLEL_MIN or (os.cpu_count() or 1) < 2 or _pool_failed:
+        return message_rows(source, unit, messages, now)
+    if _pool is None:
+        _pool = spawn_pool(1)
+    loop = asyncio.get_running_loop()
+    try:
+        return await loop.run_in_executor(_pool, message_rows, source, unit, list(messages), now)
+    except Exception as exc:  # message_rows never raises: the child could not run it
+        log.warning("the message parsing process failed (%s); parsing in this process", exc)
+        _pool_failed = True
+        pool, _pool = _pool, None
+        pool.shutdown(wait=False, cancel_futures=True)
+        return message_rows(source, unit, messages, now)
