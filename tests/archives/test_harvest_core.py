@@ -19,6 +19,7 @@ from thresher.archives.kinds import (
     ponymail_parts,
 )
 from thresher.archives.months import closes_at, is_closed, month_of, months_from, next_month
+from thresher.archives.rows import display_name
 from thresher.errors import PermanentError, SourceError, TransientError
 
 
@@ -238,3 +239,21 @@ def test_truncated_gzip_is_retried_not_stored() -> None:
         absorb(None, 200, {}, data[: len(data) // 2], None, mboxrd=False, max_size=1 << 30)
     with pytest.raises(PermanentError):
         absorb(None, 403, {}, b"", None, mboxrd=False, max_size=1 << 30)
+
+
+@pytest.mark.parametrize(
+    ("from_", "name"),
+    [
+        ("Ann Example <ann@example.org>", "Ann Example"),
+        ('"Doe, John" <john@example.org>', "Doe, John"),
+        ("ann at example.org (Ann Example)", "Ann Example"),
+        ("山田太郎 <yamada@example.jp>", "山田太郎"),
+        ("ann@example.org", None),
+        ("<ann@example.org>", None),
+        (None, None),
+    ],
+)
+def test_the_sender_name_is_kept_apart_from_the_address(
+    from_: str | None, name: str | None
+) -> None:
+    assert display_name(from_) == name

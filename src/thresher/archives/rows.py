@@ -14,6 +14,7 @@ import asyncio
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
@@ -25,12 +26,15 @@ from .mbox import RawMessage
 from .message import parse_message
 from .months import ALL, month_of
 
-__all__ = ["PARALLEL_MIN", "message_rows", "parse_rows"]
+__all__ = ["PARALLEL_MIN", "display_name", "message_rows", "parse_rows"]
 
 log = logging.getLogger("thresher.archives")
 
 # Months with fewer messages are parsed inline.
 PARALLEL_MIN = 200
+
+_NAME_BEFORE_ANGLE = re.compile(r'^\s*"?(.*?)"?\s*<[^<>]*>\s*$', re.DOTALL)
+_NAME_IN_COMMENT = re.compile(r"\(([^()]*)\)\s*$")
 
 _pool: ProcessPoolExecutor | None = None
 _pool_failed = False
@@ -39,6 +43,15 @@ _pool_failed = False
 def _clean(text: str | None) -> str | None:
     # PostgreSQL text cannot hold NUL; the raw bytes keep it.
     return text.replace("\x00", "") if text is not None and "\x00" in text else text
+
+
+def display_name(from_: str | None) -> str | None:
+    """The sender's name in a From value: `Ann <ann@x>`, `"Doe, J." <j@x>`, or the
+    comment form pipermail writes, `ann at x (Ann)`; None when only an address is given."""
+    if not from_:
+        return None
+    match = _NAME_BEFORE_ANGLE.match(from_) or _NAME_IN_COMMENT.search(from_)
+    return (match.group(1).strip() or None) if match else None
 
 
 def message_rows(
@@ -65,7 +78,7 @@ def message_rows(
                 date=date,
                 date_raw=_clean(msg.date_raw),
                 date_flag=msg.date_flag,
-                from_name=_clean(msg.from_),
+                from_name=_clean(display_name(msg.from_)),
                 from_addr=_clean(msg.from_addr),
                 subject=_clean(msg.subject),
                 in_reply_to=_clean(msg.in_reply_to),
