@@ -398,3 +398,22 @@ def mailbox_messages(data: bytes, tmp_path: Path) -> list[mailbox.mboxMessage]:
         return list(box)
     finally:
         box.close()
+
+
+@pytest.mark.parametrize("kind", ["ponymail", "modmbox"])
+def test_a_month_that_empties_out_of_the_listing_is_checked_and_kept(
+    server: DemoArchive, store_url: str, tmp_path: Path, kind: str
+) -> None:
+    archive = make_list(server)
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 3)))
+    harvester.add(server.url(kind, ADDR))
+    harvester.run()
+    everything = harvester.ids()
+    while archive.months["2024-03"]:
+        archive.remove("2024-03", 0)
+    if kind == "ponymail":
+        archive.months.pop("2024-03")  # Pony Mail's stats leave out a month without mail
+    harvester.run()
+    assert harvester.ids() == everything
+    march = harvester.months()["2024-03"]
+    assert (march["counted"], march["stored"], march["missing"]) == (0, 20, 20)

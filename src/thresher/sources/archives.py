@@ -270,6 +270,21 @@ async def _list_months(
     return [mbox_month(url)], None
 
 
+def _vanished(listed: Sequence[Month], known: Mapping[str, Known]) -> list[Month]:
+    """Months an archive that counts no longer lists, although mail was harvested there
+    (Pony Mail leaves out months without mail): listed again with a count of zero, so
+    the month is checked and what it lost is recorded."""
+    if not listed or listed[0].expected is None:
+        return []
+    model = listed[0]
+    present = {m.month for m in listed}
+    return [
+        Month(k.month, (k.url,), 0, grows=model.grows, mboxrd=model.mboxrd)
+        for k in known.values()
+        if k.month not in present and k.counted > 0
+    ]
+
+
 async def _run(ctx: JobContext, kind: str) -> Outcome:
     source = ctx.job.source or ""
     opts = dict(ctx.job.payload["options"])
@@ -278,6 +293,7 @@ async def _run(ctx: JobContext, kind: str) -> Outcome:
     rows = await ctx.store.run(lambda tx: tx.all("archive_months", source=source), False)
     known = {r["month"]: Known.from_row(r) for r in rows}
     listed, total = await _list_months(ctx, kind, ctx.job.payload["url"], known, now, grace)
+    listed += _vanished(listed, known)
     total_matches = None if total is None else total == sum(k.counted for k in known.values())
     children: list[JobSpec] = []
     confirmed: list[dict[str, Any]] = []
@@ -330,14 +346,23 @@ for _kind in ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox"):
 
 
 async def _fetch_month(
-    ctx: JobContext, urls: Sequence[str], known: Known | None, grows: bool, max_bytes: int
+    ctx: JobContext,
+    urls: Sequence[str],
+    known: Known | None,
+    grows: bool,
+    max_bytes: int,
+    *,
+    empty_ok: bool = False,
 ) -> tuple[str, _Got, int | None]:
-    """The month's file from the first of `urls` the archive has (a 404 moves on)."""
+    """The month's file from the first of `urls` the archive has (a 404 moves on). For
+    a month the archive now counts as empty, a 404 is its empty file."""
     for i, url in enumerate(urls):
         headers, start = request_headers(known, url, grows)
         got = await _get(ctx, url, headers, max_bytes)
         if got.status == 404 and i + 1 < len(urls):
             continue
+        if got.status == 404 and empty_ok:
+            return url, _Got(200, {}, b"", got.wire), None
         _check_status(url, got)
         return url, got, start
     raise PermanentError(f"no file for the month among {list(urls)}")
@@ -354,7 +379,9 @@ async def _month(ctx: JobContext) -> Outcome:
         lambda tx: tx.one("get_archive_month", source=source, month=unit), False
     )
     known = Known.from_row(row) if row else None
-    url, got, start = await _fetch_month(ctx, p["urls"], known, bool(p["grows"]), max_bytes)
+    url, got, start = await _fetch_month(
+        ctx, p["urls"], known, bool(p["grows"]), max_bytes, empty_ok=p.get("expected") == 0
+    )
     wire = got.wire
     absorbed = absorb(
         known, got.status, got.headers, got.content, start, mboxrd=p["mboxrd"], max_size=max_bytes
