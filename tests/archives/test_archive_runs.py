@@ -24,7 +24,7 @@ from psycopg.rows import dict_row
 from cli_proc import Home
 from conftest import new_pg_database
 from thresher.archives.demo import ArchiveList, DemoArchive
-from thresher.archives.demo_messages import generate_messages, hostile_messages
+from thresher.archives.demo_messages import generate_messages, hostile_messages, render_mbox
 from thresher.archives.export import export_messages
 from thresher.archives.harvest import OVERLAP
 from thresher.archives.search import search_messages
@@ -417,3 +417,26 @@ def test_a_month_that_empties_out_of_the_listing_is_checked_and_kept(
     assert harvester.ids() == everything
     march = harvester.months()["2024-03"]
     assert (march["counted"], march["stored"], march["missing"]) == (0, 20, 20)
+
+
+def test_a_local_mbox_file_that_grows_is_read_from_its_stop_sign(
+    store_url: str, tmp_path: Path
+) -> None:
+    months = generate_messages(ADDR, ["2024-01", "2024-02"], 10, seed=5)
+    path = tmp_path / "list.mbox"
+    path.write_bytes(render_mbox(months["2024-01"], rd=True))
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(str(path))  # detected as mbox from its name
+    harvester.run()
+    assert harvester.count() == 10
+    first = harvester.months()["all"]
+    with path.open("ab") as f:
+        f.write(render_mbox(months["2024-02"], rd=True))
+    harvester.run()
+    assert harvester.ids() == {message_id(r) for m in months.values() for r in m}
+    after = harvester.months()["all"]
+    assert after["counted"] == 20 and after["stop_offset"] == path.stat().st_size
+    # Only the new tail was read: OVERLAP bytes before the stop sign, then the new mail.
+    assert after["bytes"] - first["bytes"] == path.stat().st_size - first["stop_offset"] + OVERLAP
+    by_month = harvester.query("SELECT month, count(*) AS n FROM messages GROUP BY month")
+    assert {r["month"]: r["n"] for r in by_month} == {"2024-01": 10, "2024-02": 10}

@@ -1,13 +1,20 @@
-"""Mailing-list archives as bytes in, messages out: pure functions, no I/O.
+"""Mailing-list archives: bytes to messages, months to decisions; no I/O but the demo's.
 
-Archive adapters fetch a month file (pipermail, mod_mbox, Pony Mail, HyperKitty, plain
-mbox) and hand its bytes here; keeping the splitting and parsing free of I/O lets them be
-tested exhaustively (hypothesis) and benchmarked on their own.
+The job handlers in `thresher.sources.archives` fetch and store; everything they decide
+with lives here as pure functions, tested exhaustively and benchmarked on its own:
 
-- `thresher.archives.mbox`: `maybe_gunzip` (sniffed, size-capped, truncation-tolerant),
-  `split_mbox` / `iter_mbox` (strict envelope lines, byte offsets, mboxrd un-escaping).
-- `thresher.archives.message`: `parse_message` (Message-ID key, UTC date with a flag,
-  decoded From and Subject, threading headers; never raises).
+- `mbox`: `maybe_gunzip` (sniffed, size-capped, truncation-tolerant), `split_mbox` /
+  `iter_mbox` (strict envelope lines, byte offsets, mboxrd un-escaping).
+- `message`: `parse_message` (Message-ID key, UTC date with a flag, decoded From and
+  Subject, threading headers; never raises); `body`: the text that search indexes.
+- `months`: calendar arithmetic and the completion rule (grace period).
+- `kinds`: what pipermail, mod_mbox, Pony Mail, HyperKitty and mbox list, and where.
+- `harvest`: one month, incrementally: decide, conditional and Range requests, answers
+  absorbed against the stop sign.
+- `rows`: messages to store rows (in a child process for big months).
+- `export`, `search`: mboxrd / JSON Lines out, full-text search in.
+- `demo`, `demo_messages`: the built-in archive served on 127.0.0.1 (imports aiohttp;
+  not re-exported here).
 """
 
 from .mbox import ArchiveTooLarge, RawMessage, iter_mbox, maybe_gunzip, split_mbox
