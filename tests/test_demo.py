@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import socket
+import time
 from pathlib import Path
 
 from cli_proc import Home
 from thresher.archives.kinds import KINDS
+from thresher.archives.months import DEFAULT_GRACE_DAYS, is_closed
 
 
 def free_port() -> int:
@@ -44,3 +47,21 @@ def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -
     stored = home.query("SELECT source, count(*) AS n FROM messages GROUP BY source")
     assert len({r["n"] for r in stored}) == 1 and len(stored) == len(KINDS)
     assert re.search(r"took [\d.]+ s", home.run("demo", "--port", port).stdout)
+
+    status = json.loads(home.run("status", "--json").stdout)
+    archives = {s["name"]: s["archive"] for s in status["sources"]}
+    assert set(archives) == set(first)
+    months = archives["demo-ponymail"]["months"]
+    assert len(months) == 12 and archives["demo-ponymail"]["messages"] == int(
+        first["demo-ponymail"][1]
+    )
+    assert set(months[0]) == {
+        "month", "state", "expected", "counted", "stored", "missing", "last_checked", "last_fetched"
+    }  # fmt: skip
+    # The current month stays open, and the one before while in its grace period.
+    now = time.time()
+    assert [m["state"] for m in months] == [
+        "complete" if is_closed(m["month"], now, DEFAULT_GRACE_DAYS) else "open" for m in months
+    ]
+    assert months[-1]["state"] == "open"
+    assert all(m["expected"] == m["counted"] == m["stored"] for m in months[:9])
