@@ -85,7 +85,7 @@ def export_command(app: App, name: str, month: str | None, fmt: str, output: Pat
     with app.store() as store, store.transaction(write=False) as tx:
         get_source(tx, name)
         if output is None or str(output) == "-":
-            stdout = click.get_binary_stream("stdout")
+            stdout = sys.stdout.buffer
             try:
                 count = export_messages(tx, name, month, fmt, stdout)
                 stdout.flush()
