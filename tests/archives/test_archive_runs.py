@@ -440,3 +440,35 @@ def test_a_local_mbox_file_that_grows_is_read_from_its_stop_sign(
     assert after["bytes"] - first["bytes"] == path.stat().st_size - first["stop_offset"] + OVERLAP
     by_month = harvester.query("SELECT month, count(*) AS n FROM messages GROUP BY month")
     assert {r["month"]: r["n"] for r in by_month} == {"2024-01": 10, "2024-02": 10}
+
+
+def test_a_server_that_ignores_ranges_sends_the_whole_file_and_only_the_tail_is_new(
+    store_url: str, tmp_path: Path
+) -> None:
+    with DemoArchive(ranges=False) as server:
+        archive = make_list(server)
+        harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+        harvester.add(server.url("pipermail", ADDR))
+        harvester.run()
+        before = harvester.months()["2024-03"]
+        server.reset_log()
+        archive.add("2024-03", new_message(3))
+        harvester.run()
+        [answer] = [r for r in server.requests if MONTH_FILE["pipermail"].search(r.target)]
+        assert "range" in answer.headers and answer.status == 200  # asked, not granted
+        assert harvester.ids() == expected_ids(archive)
+        after = harvester.months()["2024-03"]
+        assert after["counted"] == before["counted"] + 1 and not harvester.events()
+
+
+def test_a_gzipped_mbox_url_is_harvested_and_then_revalidated(
+    server: DemoArchive, store_url: str, tmp_path: Path
+) -> None:
+    archive = make_list(server)
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(server.url("mbox", ADDR) + ".gz")
+    harvester.run()
+    assert harvester.ids() == expected_ids(archive)
+    server.reset_log()
+    harvester.run()
+    assert [r.status for r in server.requests if "/mbox/" in r.target] == [304]
