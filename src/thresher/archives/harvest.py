@@ -28,7 +28,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from ..errors import PermanentError, TransientError
 from ..store import Row
@@ -169,12 +169,8 @@ def absorb(
         return out
     if status == 416:
         out.need_full = True
-        out.events.append(
-            (
-                "shrunk",
-                f"the file is now shorter than the {known and known.stop_offset} bytes harvested",
-            )
-        )
+        harvested = known.stop_offset if known is not None else 0
+        out.events.append(("shrunk", f"the file is now under the {harvested} bytes harvested"))
         return out
     if status == 206:
         return _absorb_tail(known, headers, body, range_start, out, mboxrd)
@@ -257,12 +253,3 @@ def _absorb_whole(known: Known | None, data: bytes, out: Absorbed, mboxrd: bool)
             (kind, f"the file was rewritten: {known.counted} messages before, {out.counted} now")
         )
     return out
-
-
-def describe(absorbed: Absorbed) -> dict[str, Any]:
-    return {
-        "not_modified": absorbed.not_modified,
-        "full": absorbed.full,
-        "new": len(absorbed.messages),
-        "counted": absorbed.counted,
-    }
