@@ -193,6 +193,10 @@ def test_first_harvest_is_complete_and_an_unchanged_run_downloads_no_month(
     assert harvester.count() == 61
     if kind in ("ponymail", "modmbox", "hyperkitty"):
         assert not any(MONTH_FILE[kind].search(r.target) for r in server.requests)
+    if kind == "pipermail":
+        # The index page too is asked for conditionally: the whole run is 304s.
+        answers = [r.status for r in server.requests if r.path.startswith("/pipermail/")]
+        assert answers and set(answers) == {304}
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -570,8 +570,10 @@ class DemoArchive:
         for month in archive.counts():
             gz = self._month_file(archive, month, "pipermail.gz")
             sizes[month] = len(gz[0]) if gz else 0
-        page = pipermail_index_html(archive.name, sizes)
-        return _Reply(200, page.encode("ascii", "xmlcharrefreplace"), "text/html")
+        page = pipermail_index_html(archive.name, sizes).encode("ascii", "xmlcharrefreplace")
+        # Mailman 2 rewrites index.html as mail arrives: a static file, with validators.
+        changed = max(archive.changed.values(), default=0.0)
+        return self._static(request, page, _etag(page), changed, "text/html")
 
     def _month_file(
         self, archive: ArchiveList, month: str, kind: str

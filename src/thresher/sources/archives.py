@@ -226,11 +226,39 @@ def _check_status(url: str, got: _Got) -> None:
         raise PermanentError(f"{url}: HTTP {got.status}")
 
 
-async def _listing(ctx: JobContext, url: str) -> bytes:
-    got = await _get(ctx, url, {})
+async def _listing(ctx: JobContext, url: str, saved: list[dict[str, Any]]) -> bytes:
+    """An archive's listing page (index, counts). It is asked for conditionally against
+    the copy kept from the last run, if the server gave validators: an unchanged index
+    costs a 304 and is read from the store. A new copy is appended to `saved`, for the
+    root job to store with its outcome."""
+    source = ctx.job.source or ""
+    kept = await ctx.store.run(
+        lambda tx: tx.one("get_archive_index", source=source, url=url), False
+    )
+    headers = {}
+    if kept is not None:
+        if kept["etag"]:
+            headers["If-None-Match"] = kept["etag"]
+        if kept["last_modified"]:
+            headers["If-Modified-Since"] = kept["last_modified"]
+    got = await _get(ctx, url, headers)
+    if got.status == 304 and kept is not None:
+        return bytes(kept["body"])
     _check_status(url, got)
     if got.status != 200:
         raise PermanentError(f"{url}: HTTP {got.status}")
+    etag, last_modified = got.headers.get("etag"), got.headers.get("last-modified")
+    if etag or last_modified:
+        saved.append(
+            dict(
+                source=source,
+                url=url,
+                etag=etag,
+                last_modified=last_modified,
+                body=got.content,
+                now=ctx.clock.now(),
+            )
+        )
     return got.content
 
 
@@ -238,9 +266,19 @@ async def _listing(ctx: JobContext, url: str) -> bytes:
 
 
 async def _list_months(
-    ctx: JobContext, kind: str, url: str, known: Mapping[str, Known], now: float, grace: float
+    ctx: JobContext,
+    kind: str,
+    url: str,
+    known: Mapping[str, Known],
+    now: float,
+    grace: float,
+    saved: list[dict[str, Any]],
 ) -> tuple[list[Month], int | None]:
     """The months the archive lists now, and HyperKitty's total message count."""
+
+    async def page(address: str) -> bytes:
+        return await _listing(ctx, address, saved)
+
     if kind == "pipermail":
 
         def plain_first(month: str) -> bool:
@@ -249,20 +287,20 @@ async def _list_months(
                 return k.url.endswith(".txt")
             return not is_closed(month, now, grace)
 
-        return parse_pipermail_index(await _listing(ctx, url), url, prefer_plain=plain_first), None
+        return parse_pipermail_index(await page(url), url, prefer_plain=plain_first), None
     if kind == "modmbox":
-        return parse_modmbox_index(await _listing(ctx, url), url), None
+        return parse_modmbox_index(await page(url), url), None
     if kind == "ponymail":
         root, name, domain = ponymail_parts(url)
-        counts = parse_ponymail_stats(await _listing(ctx, ponymail_stats_url(root, name, domain)))
+        counts = parse_ponymail_stats(await page(ponymail_stats_url(root, name, domain)))
         return [
             Month(m, (ponymail_mbox_url(root, name, domain, m),), n, grows=False, mboxrd=True)
             for m, n in sorted(counts.items())
         ], None
     if kind == "hyperkitty":
         root, address = hyperkitty_parts(url)
-        first = parse_hyperkitty_list(await _listing(ctx, hyperkitty_list_url(root, address)))
-        total = parse_hyperkitty_count(await _listing(ctx, hyperkitty_count_url(root, address)))
+        first = parse_hyperkitty_list(await page(hyperkitty_list_url(root, address)))
+        total = parse_hyperkitty_count(await page(hyperkitty_count_url(root, address)))
         return [
             Month(m, (hyperkitty_export_url(root, address, m),), None, grows=False, mboxrd=True)
             for m in months_from(first, now)
@@ -292,7 +330,8 @@ async def _run(ctx: JobContext, kind: str) -> Outcome:
     now = ctx.clock.now()
     rows = await ctx.store.run(lambda tx: tx.all("archive_months", source=source), False)
     known = {r["month"]: Known.from_row(r) for r in rows}
-    listed, total = await _list_months(ctx, kind, ctx.job.payload["url"], known, now, grace)
+    saved: list[dict[str, Any]] = []
+    listed, total = await _list_months(ctx, kind, ctx.job.payload["url"], known, now, grace, saved)
     listed += _vanished(listed, known)
     total_matches = None if total is None else total == sum(k.counted for k in known.values())
     children: list[JobSpec] = []
@@ -323,6 +362,7 @@ async def _run(ctx: JobContext, kind: str) -> Outcome:
 
     def write(tx: Tx) -> None:
         tx.execute_many("check_archive_month", confirmed)
+        tx.execute_many("save_archive_index", saved)
 
     return Outcome(
         result={

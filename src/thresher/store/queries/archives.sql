@@ -96,3 +96,15 @@ SELECT coalesce(max(id), 0) AS n FROM messages
 -- transaction is the only writer) go into the FTS5 index in one statement.
 INSERT INTO messages_fts (rowid, subject, from_name, from_addr, body)
 SELECT id, subject, from_name, from_addr, body FROM messages WHERE id > :after
+
+-- name: get_archive_index
+SELECT * FROM archive_indexes WHERE source = :source AND url = :url
+
+-- name: save_archive_index
+INSERT INTO archive_indexes (source, url, etag, last_modified, body, fetched_at)
+VALUES (:source, :url, :etag, :last_modified, :body, :now)
+ON CONFLICT (source, url) DO UPDATE SET
+    etag = excluded.etag,
+    last_modified = excluded.last_modified,
+    body = excluded.body,
+    fetched_at = excluded.fetched_at
