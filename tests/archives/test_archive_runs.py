@@ -476,3 +476,21 @@ def test_a_gzipped_mbox_url_is_harvested_and_then_revalidated(
     server.reset_log()
     harvester.run()
     assert [r.status for r in server.requests if "/mbox/" in r.target] == [304]
+
+
+def test_an_archive_that_counts_differently_from_its_file_is_confirmed_next_run(
+    server: DemoArchive, store_url: str, tmp_path: Path
+) -> None:
+    archive = make_list(server)
+    counts = archive.counts
+    archive.counts = lambda: {**counts(), "2024-01": 21}  # type: ignore[method-assign]
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(server.url("ponymail", ADDR))
+    harvester.run()
+    january = harvester.months()["2024-01"]
+    assert (january["expected"], january["counted"], january["state"]) == (21, 20, "open")
+    assert ("count_mismatch", "2024-01") in harvester.events()
+    server.reset_log()
+    harvester.run()  # the archive's count has not moved: nothing arrived
+    assert harvester.months()["2024-01"]["state"] == "complete"
+    assert server.count("/api/mbox.lua") == 0
