@@ -21,7 +21,7 @@ from rich.table import Table
 from ..archives.demo import DemoArchive
 from ..archives.demo_messages import generate_messages, hostile_messages
 from ..archives.kinds import KINDS
-from ..archives.months import month_of, next_month
+from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
 from ..sources import add_source, get_source
 from ..store import Tx
@@ -50,12 +50,9 @@ DEMO_OPTIONS = {"allow_private": "true", "delay": "0"}
 
 def demo_months(now: float) -> list[str]:
     """The last twelve months, the current one included: the archive grows with time."""
-    months = [month_of(now)]
-    while len(months) < _MONTHS:
-        year, mon = int(months[0][:4]), int(months[0][5:])
-        months.insert(0, f"{year - 1}-12" if mon == 1 else f"{year}-{mon - 1:02d}")
-    assert next_month(months[-2]) == months[-1]
-    return months
+    current = month_of(now)
+    year, month = divmod(int(current[:4]) * 12 + int(current[5:]) - _MONTHS, 12)
+    return months_from(f"{year:04d}-{month + 1:02d}", now)
 
 
 def build_archive(server: DemoArchive, now: float) -> None:

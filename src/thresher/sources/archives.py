@@ -50,12 +50,11 @@ from ..archives.rows import parse_rows
 from ..errors import PermanentError, SourceError, TransientError
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
-from .http import get_following
+from .http import RETRY_STATUSES, get_following
 from .types import Option, SourceType, register_type
 
 __all__ = ["ARCHIVE_TYPES", "ARCHIVE_TYPE_NAMES"]
 
-_RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 _EVENTS_KEPT = 20  # keys listed in one 'missing' event
 
 
@@ -220,7 +219,7 @@ def _read_local(path: str, headers: Mapping[str, str]) -> _Got:
 
 
 def _check_status(url: str, got: _Got) -> None:
-    if got.status in _RETRY_STATUSES:
+    if got.status in RETRY_STATUSES:
         raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
     if got.status >= 400 and got.status != 416:
         raise PermanentError(f"{url}: HTTP {got.status}")

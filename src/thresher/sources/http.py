@@ -10,10 +10,13 @@ from ..errors import PermanentError
 from ..fetch import Response
 from ..jobs import JobContext
 
-__all__ = ["MAX_REDIRECTS", "TooManyRedirects", "get_following"]
+__all__ = ["MAX_REDIRECTS", "RETRY_STATUSES", "TooManyRedirects", "get_following"]
 
 # Redirects followed in a row before a URL is recorded as a redirect loop.
 MAX_REDIRECTS = 10
+
+# Answers a later attempt may well not get: retried with backoff (Retry-After honoured).
+RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
 class TooManyRedirects(PermanentError):

@@ -30,12 +30,10 @@ from ..fetch import AddressRefused, InvalidRequestURL
 from ..fetch.polite import RobotsDisallowed
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
-from .http import TooManyRedirects, get_following
+from .http import RETRY_STATUSES, TooManyRedirects, get_following
 from .types import Option, SourceType, register_type
 
 __all__ = ["URLS", "content_path"]
-
-_RETRY_STATUSES = {408, 425, 429, 500, 502, 503, 504}
 
 # `#` starts a comment at the start of a line or after white space; a `#` inside a URL
 # is its fragment.
@@ -81,7 +79,7 @@ async def _get_list(ctx: JobContext, where: str) -> bytes:
     # The scheme is case-insensitive: HTTP://host/list is a URL, not a file name.
     if urlsplit(where).scheme in ("http", "https"):
         resp = await get_following(ctx, where, {})
-        if resp.status in _RETRY_STATUSES:
+        if resp.status in RETRY_STATUSES:
             raise TransientError(f"URL list {where}: HTTP {resp.status}", resp.retry_after)
         if resp.status != 200:
             raise PermanentError(f"URL list {where}: HTTP {resp.status}")
@@ -154,7 +152,7 @@ async def _fetch(ctx: JobContext) -> Outcome:
     try:
         resp = await get_following(ctx, url, headers, max_bytes)
         doc["status"] = answered = resp.status
-        if resp.status in _RETRY_STATUSES:
+        if resp.status in RETRY_STATUSES:
             raise TransientError(f"{url}: HTTP {resp.status}", resp.retry_after)
         if resp.status == 304 and known and headers:
             # Not modified: the stored body is current, whatever state the last
