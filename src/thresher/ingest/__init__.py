@@ -1,0 +1,16 @@
+"""Bulk ingest: fetch the full text a digital library says a URL holds.
+
+Digital libraries (Unpaywall, CORE, Semantic Scholar, DOAJ, a DOI registry) send
+millions of requests of the form "this URL should hold the full text of that paper",
+each with an ``ingest_type`` (``pdf``, ``xml``, ``html``, ``dataset``). Thresher
+follows redirects; when a landing page comes back instead of the file, it looks for
+the link to the file and follows that, up to a hop limit.
+
+- `thresher.ingest.sniff`: what a body is, from its bytes (``sniff_mimetype``), and
+  whether that is what the request asked for (``expected_kind``).
+- `thresher.ingest.landing`: the full-text link of a landing page
+  (``find_fulltext_link``), by the rules the big hosting platforms follow.
+
+Both are pure functions of bytes and never raise; fetching, jobs and the command
+line live in the other modules of this package.
+"""
