@@ -596,3 +596,15 @@ def test_fast_resolution_agrees_with_urljoin(href: str, url: str) -> None:
 )
 def test_is_html(content_type: str | None, body: bytes, expected: bool) -> None:
     assert is_html(content_type, body) is expected
+
+
+def test_a_quoted_angle_bracket_does_not_hide_an_attribute_bomb() -> None:
+    """'<a x=">" a0 a1 ...>': a ">" inside a quoted value does not end the tag, so the
+    check for crowded tags must read quotes as the tokenizer does (it took 0.5 s at
+    64 KB, growing with the square of the size)."""
+    attrs = " ".join(f"a{i}" for i in range(12_000))
+    html = f'<html><body><a href="/x" t=">" {attrs}>x</a><a href="/y">y</a></body></html>'
+    started = time.process_time()
+    page = extract_links(html.encode(), URL)
+    assert time.process_time() - started < 0.2
+    assert page.links == ["http://example.com/x", "http://example.com/y"]

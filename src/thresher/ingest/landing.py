@@ -74,16 +74,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import islice
 from urllib.parse import urlsplit
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode, SelectolaxError
 
 from thresher.parse.charset import decode_text
+from thresher.parse.defuse import flatten_tags, thin_crowded
 from thresher.parse.links import (
     _Base,
     _base_of,
-    _flatten,
     _resolve,
     _selector,
 )
@@ -364,55 +363,23 @@ def _content_type(declared_charset: str | None) -> str | None:
 
 
 # Lexbor's parse costs time quadratic in the depth of the tree and in the number of
-# attributes of one element (see thresher.parse.links): 5000 nested <div>s take 80 ms,
+# attributes of one element (see thresher.parse.defuse): 5000 nested <div>s take 80 ms,
 # 20 000 take 1.4 s, and a tag with 16 000 attributes (64 KB) 200 ms. A page with more
-# than _FLATTEN_TAGS "<" is therefore flattened by thresher.parse.links's _flatten (all
-# tags but links, metas and raw-text elements dropped), which leaves at most ~30 ms of
-# nesting below the limit; a normal landing page (600 to 3000 tags) is parsed as it is,
-# which halves the cost. Every tag with _CROWDED attributes or more is then cut down to
-# the attributes read here. That check reads attribute values as the tokenizer does
-# (a quote opens a value only after "="; ">" and "<" inside a value do not end the
-# tag; a quoted value may be followed by the next name without a space), so that
-# '<a x=">" a0 a1 ...>' cannot hide a bomb from it, which _flatten's own check misses.
+# than _FLATTEN_TAGS "<" is therefore flattened, which leaves at most ~30 ms of nesting
+# below the limit; a normal landing page (600 to 3000 tags) is parsed as it is, which
+# halves the cost. Every tag with CROWDED attributes or more is then cut down to the
+# attributes read here.
 _FLATTEN_TAGS = 3000
-_CROWDED = 64
-_W = "\t\n\x0c\r "
-_ATTRIBUTE = (
-    rf"[{_W}/]*+(=?[^{_W}/>=]++|=)"
-    rf"""(?:[{_W}]*+=[{_W}]*+(?:"[^"]*+"|'[^']*+'|[^{_W}>]*+))?"""
-)
-_ATTRIBUTE_RE = re.compile(_ATTRIBUTE)
-_CROWDED_RE = re.compile(rf"<([a-zA-Z][^{_W}/>]*+)((?:{_ATTRIBUTE}){{{_CROWDED},}}+)")
 _READ_ATTRIBUTES = frozenset({"href", "content", "name", "property", "rel", "type", "class"})
-# What may end a raw-text element or comment the check misread as a tag ("</script",
-# "-->"): kept as it is when it ends a cut-down tag, so that the rest of the page is
-# still read as the tokenizer would.
-_TAIL = 64
-# Only a crowded tag's first attributes are looked at for those to keep: the rest of a
-# tag that crowded is no page's real markup, and reading it all costs 1 µs an attribute.
+# Only a crowded tag's first attributes are read for those to keep.
 _THIN_SCAN = 256
-
-
-def _thin(match: re.Match[str]) -> str:
-    """A crowded tag with only the attributes read here (first of each), and its tail."""
-    attributes = match.group(2)
-    kept: dict[str, str] = {}
-    for attribute in islice(_ATTRIBUTE_RE.finditer(attributes), _THIN_SCAN):
-        name = attribute.group(1).lower()
-        if name in _READ_ATTRIBUTES and name not in kept:
-            kept[name] = attribute.group().lstrip(_W + "/")
-    tail = max(attributes.rfind("</"), attributes.rfind("--"))
-    end = attributes[tail:] if tail >= 0 and len(attributes) - tail <= _TAIL else ""
-    return " ".join(["<" + match.group(1), *kept.values()]) + " " + end
 
 
 def _defused(text: str) -> str:
     """`text` with what would make Lexbor slow taken out (see above)."""
     if text.count("<") > _FLATTEN_TAGS:
-        text = _flatten(text)
-    if _CROWDED_RE.search(text) is not None:
-        text = _CROWDED_RE.sub(_thin, text)
-    return text
+        text = flatten_tags(text)
+    return thin_crowded(text, _READ_ATTRIBUTES, scan=_THIN_SCAN)
 
 
 def _read(html: bytes, base_url: str, declared_charset: str | None) -> _Page | None:

@@ -53,6 +53,7 @@ from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, SelectolaxErr
 from w3lib.url import safe_url_string
 
 from thresher.parse.charset import decode_text
+from thresher.parse.defuse import flatten_tags, thin_crowded
 
 __all__ = ["Page", "extract_links", "is_html"]
 
@@ -253,52 +254,20 @@ def _resolve(raw: str, base: _Base | None, encoding: str) -> str | None:
     return _finished(f"{base.origin}{path}{question}{query}", encoding)
 
 
-# Lexbor, unlike browsers, has no limit on the depth of the tree or the number of
-# attributes of an element, and costs time quadratic in both: some of the HTML standard's
-# steps scan the whole stack of open elements (is there a <p> to close?), so 40 000
-# nested <div>s take seconds and a million take hours, and 40 000 distinct attribute
-# names on one tag take seconds too. A page with more than _FLATTEN_TAGS "<" (a 15 KB
-# page has about 250) or _FLATTEN_LENGTH characters is therefore flattened first, in
-# linear time: every tag that neither can be a link nor changes how its content is
-# tokenised is dropped, and a kept tag with _CROWDED attributes or more keeps only those
-# this module reads. Lexbor then sees a shallow document and gives the same links, base,
-# robots meta and title (a test checks it). Below both limits the worst case is about
-# 60 ms (a 32 KB attribute bomb). Flattening is not done to every page because it can
-# misread a tag-like string inside a comment and costs up to twice the parse on pages of
-# mostly text.
+# Big pages are defused before Lexbor parses them (see thresher.parse.defuse): a page
+# with more than _FLATTEN_TAGS "<" (a 15 KB page has about 250) or _FLATTEN_LENGTH
+# characters is flattened and its crowded tags cut down to the attributes this module
+# reads. Lexbor then sees a shallow document and gives the same links, base, robots meta
+# and title (a test checks it). Below both limits the worst case is about 60 ms (a 32 KB
+# attribute bomb). Flattening is not done to every page because it can misread a
+# tag-like string inside a comment and costs up to twice the parse on pages of mostly text.
 _FLATTEN_TAGS = 1000
 _FLATTEN_LENGTH = 32 * 1024
-_CROWDED = 64
-_KEPT_TAGS = (
-    "a|area|link|frame|frameset|iframe|base|meta|title"
-    "|script|style|textarea|xmp|noembed|noframes|plaintext"
-)
-# A start or end tag of any other element, with quoted attribute values consumed whole
-# (only after "=", as in the tokenizer); it stops at "<" and matches possessively so
-# that a run of unterminated tags cannot make the scan quadratic.
-_FLATTEN_RE = re.compile(
-    rf"""</?(?!(?:{_KEPT_TAGS})[\s/>])[a-zA-Z](?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+>""",
-    re.IGNORECASE,
-)
-# A tag with at least _CROWDED whitespace-separated tokens after its name, counted
-# loosely (quotes ignored) so that no odd character can break the count.
-_CROWDED_RE = re.compile(rf"<([a-zA-Z][^\s/<>]*)((?:[\s/]+[^\s/<>]+){{{_CROWDED},}}+)")
-_ATTRIBUTE_RE = re.compile(r"""([^\s/>="']+)(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s>"']*))?""")
 _READ_ATTRIBUTES = frozenset({"href", "src", "rel", "name", "content", "http-equiv"})
 
 
-def _thin(match: re.Match[str]) -> str:
-    """A crowded tag with only the attributes extract_links reads (first of each)."""
-    kept: dict[str, str] = {}
-    for attribute in _ATTRIBUTE_RE.finditer(match.group(2)):
-        name = attribute.group(1).lower()
-        if name in _READ_ATTRIBUTES and name not in kept:
-            kept[name] = attribute.group()
-    return "<" + " ".join([match.group(1), *kept.values()])
-
-
 def _flatten(text: str) -> str:
-    return _CROWDED_RE.sub(_thin, _FLATTEN_RE.sub("", text))
+    return thin_crowded(flatten_tags(text), _READ_ATTRIBUTES)
 
 
 # A parser's own css() builds a CSS engine per document, which costs about as much as

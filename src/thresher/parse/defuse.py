@@ -1,0 +1,79 @@
+"""Pages made safe for Lexbor: markup whose parse would cost quadratic time, taken out.
+
+Lexbor, unlike browsers, has no limit on the depth of the tree or on the number of
+attributes of one element, and costs time quadratic in both: some of the HTML standard's
+steps scan the whole stack of open elements (is there a <p> to close?), so 40 000 nested
+<div>s take seconds and a million take hours, and a tag with 16 000 attributes (64 KB)
+takes 200 ms, 40 000 seconds. Link extraction (`thresher.parse.links`) and landing-page
+reading (`thresher.ingest.landing`) therefore defuse big pages first, in linear time:
+
+- `flatten_tags` drops every tag that neither can be a link nor changes how its content
+  is tokenised, so Lexbor sees a shallow document;
+- `thin_crowded` cuts every tag with `CROWDED` attributes or more down to the attributes
+  the caller reads. It reads attribute values as the tokenizer does (a quote opens a
+  value only after "="; ">" and "<" inside a value do not end the tag; a quoted value may
+  be followed by the next name without a space), so that '<a x=">" a0 a1 …>' cannot hide
+  a bomb from it.
+
+Both can misread a tag-like string inside a comment or a script, so callers apply them
+only to pages big enough to be dangerous.
+"""
+
+from __future__ import annotations
+
+import re
+from itertools import islice
+
+__all__ = ["CROWDED", "flatten_tags", "thin_crowded"]
+
+CROWDED = 64
+
+_KEPT_TAGS = (
+    "a|area|link|frame|frameset|iframe|base|meta|title"
+    "|script|style|textarea|xmp|noembed|noframes|plaintext"
+)
+# A start or end tag of any other element, with quoted attribute values consumed whole
+# (only after "=", as in the tokenizer); it stops at "<" and matches possessively so
+# that a run of unterminated tags cannot make the scan quadratic.
+_FLATTEN_RE = re.compile(
+    rf"""</?(?!(?:{_KEPT_TAGS})[\s/>])[a-zA-Z](?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+>""",
+    re.IGNORECASE,
+)
+_W = "\t\n\x0c\r "
+_ATTRIBUTE = (
+    rf"[{_W}/]*+(=?[^{_W}/>=]++|=)"
+    rf"""(?:[{_W}]*+=[{_W}]*+(?:"[^"]*+"|'[^']*+'|[^{_W}>]*+))?"""
+)
+_ATTRIBUTE_RE = re.compile(_ATTRIBUTE)
+_CROWDED_RE = re.compile(rf"<([a-zA-Z][^{_W}/>]*+)((?:{_ATTRIBUTE}){{{CROWDED},}}+)")
+# What may end a raw-text element or comment the check misread as a tag ("</script",
+# "-->"): kept as it is when it ends a cut-down tag, so that the rest of the page is
+# still read as the tokenizer would.
+_TAIL = 64
+
+
+def flatten_tags(text: str) -> str:
+    """`text` without the tags that cannot be links (see the module docstring)."""
+    return _FLATTEN_RE.sub("", text)
+
+
+def thin_crowded(text: str, keep: frozenset[str], scan: int | None = None) -> str:
+    """`text` with every tag of `CROWDED` attributes or more cut down to the attributes
+    named in `keep` (lower case; the first of each). With `scan`, only a tag's first
+    `scan` attributes are read: reading costs about 1 µs an attribute, and the rest of a
+    tag that crowded is no page's real markup."""
+
+    def thin(match: re.Match[str]) -> str:
+        attributes = match.group(2)
+        kept: dict[str, str] = {}
+        for attribute in islice(_ATTRIBUTE_RE.finditer(attributes), scan):
+            name = attribute.group(1).lower()
+            if name in keep and name not in kept:
+                kept[name] = attribute.group().lstrip(_W + "/")
+        tail = max(attributes.rfind("</"), attributes.rfind("--"))
+        end = attributes[tail:] if tail >= 0 and len(attributes) - tail <= _TAIL else ""
+        return " ".join(["<" + match.group(1), *kept.values()]) + " " + end
+
+    if _CROWDED_RE.search(text) is None:
+        return text
+    return _CROWDED_RE.sub(thin, text)
