@@ -16,6 +16,7 @@ from .app import App
 from .crawl import crawl_command
 from .demo import demo_command
 from .export import export_command
+from .ingest import ingest_group
 from .run import run_command
 from .search import search_command
 from .source import source_group
@@ -63,6 +64,7 @@ cli.add_command(run_command)
 cli.add_command(status_command)
 cli.add_command(export_command)
 cli.add_command(search_command)
+cli.add_command(ingest_group)
 
 
 def main(argv: list[str] | None = None) -> int:
