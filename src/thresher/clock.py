@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Protocol
+from datetime import UTC, datetime
+from typing import Any, Protocol
 
-__all__ = ["Clock", "FakeClock", "SystemClock"]
+__all__ = ["Clock", "FakeClock", "SystemClock", "iso"]
 
 
 class Clock(Protocol):
@@ -51,3 +52,14 @@ class FakeClock:
         self.advance(max(0.0, seconds))
         # Let other tasks run, as a real sleep would.
         await asyncio.sleep(0)
+
+
+def iso(ts: Any) -> str | None:
+    """Seconds since the epoch as ISO 8601 UTC, to the second; None for None, or for a
+    value no date can hold."""
+    if ts is None:
+        return None
+    try:
+        return datetime.fromtimestamp(float(ts), UTC).isoformat(timespec="seconds")
+    except (OverflowError, OSError, ValueError):
+        return None

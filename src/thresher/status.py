@@ -6,10 +6,10 @@ The JSON shape is a contract documented in the README: add fields, never rename 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .clock import iso
 from .sources import list_sources
 from .sources.archives import ARCHIVE_TYPE_NAMES
 from .store import Tx
@@ -18,12 +18,6 @@ __all__ = ["collect_status", "iso", "redact"]
 
 # A worker that has not sent a heartbeat for this many lease periods is shown as lost.
 _LIVE_LEASES = 2
-
-
-def iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    return datetime.fromtimestamp(float(ts), UTC).isoformat(timespec="seconds")
 
 
 def redact(url: str) -> str:

@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, Literal
 
+from ..clock import iso
 from ..errors import UsageError
 from ..store import Row, Tx
 from .months import valid_month
@@ -104,15 +105,6 @@ def write_mboxrd(rows: Iterable[Row], out: BinaryIO) -> int:
     return count
 
 
-def _iso(ts: Any) -> str | None:
-    if ts is None:
-        return None
-    try:
-        return datetime.fromtimestamp(float(ts), UTC).isoformat(timespec="seconds")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
 def message_json(row: Row) -> dict[str, Any]:
     """The JSON object of one stored message (see the module docstring)."""
     raw = bytes(row["raw"])
@@ -121,7 +113,7 @@ def message_json(row: Row) -> dict[str, Any]:
         "month": row["month"],
         "key": row["key"],
         "message_id": row["message_id"],
-        "date": _iso(row["date"]),
+        "date": iso(row["date"]),
         "date_raw": row["date_raw"],
         "date_flag": row["date_flag"],
         "from_name": row["from_name"],

@@ -8,7 +8,6 @@ parsing a table (or use ``--json``).
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -17,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..archives.search import parse_query, search_messages
+from ..clock import iso
 from ..errors import UsageError
 from ..sources import get_source
 from ..store import Row
@@ -25,21 +25,12 @@ from .app import App
 __all__ = ["hit_json", "search_command"]
 
 
-def _iso(ts: Any) -> str | None:
-    if ts is None:
-        return None
-    try:
-        return datetime.fromtimestamp(float(ts), UTC).isoformat(timespec="seconds")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
 def hit_json(row: Row) -> dict[str, Any]:
     return {
         "id": row["id"],
         "source": row["source"],
         "month": row["month"],
-        "date": _iso(row["date"]),
+        "date": iso(row["date"]),
         "from_name": row["from_name"],
         "from_addr": row["from_addr"],
         "subject": row["subject"],
@@ -93,7 +84,7 @@ def search_command(
     if not console.is_terminal:
         for r in rows:
             fields = (
-                _iso(r["date"]) or "-",
+                iso(r["date"]) or "-",
                 r["source"],
                 _flat(_sender(r)),
                 _flat(r["subject"]),
@@ -111,7 +102,7 @@ def search_command(
         for start, end in r["matches"]:
             snippet.stylize("bold yellow", start, end)
         table.add_row(
-            (_iso(r["date"]) or "")[:10],
+            (iso(r["date"]) or "")[:10],
             Text(r["source"]),
             Text(_sender(r)),
             Text(r["subject"] or ""),

@@ -10,7 +10,24 @@ the link to the file and follows that, up to a hop limit.
   whether that is what the request asked for (``expected_kind``).
 - `thresher.ingest.landing`: the full-text link of a landing page
   (``find_fulltext_link``), by the rules the big hosting platforms follow.
+- `thresher.ingest.requests`: requests read from JSON Lines / TSV dumps and loaded
+  into the store (``load_requests``), every rejected line with its reason.
 
-Both are pure functions of bytes and never raise; fetching, jobs and the command
-line live in the other modules of this package.
+The first two are pure functions of bytes and never raise.
 """
+
+from .landing import FulltextLink, find_fulltext_link
+from .requests import IngestRequest, LoadReport, Rejected, load_requests, read_requests
+from .sniff import expected_kind, sniff_mimetype
+
+__all__ = [
+    "FulltextLink",
+    "IngestRequest",
+    "LoadReport",
+    "Rejected",
+    "expected_kind",
+    "find_fulltext_link",
+    "load_requests",
+    "read_requests",
+    "sniff_mimetype",
+]
