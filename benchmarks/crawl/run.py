@@ -44,6 +44,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, ClassVar
 
+# The /proc readers shared by the benchmark scripts, from the folder above.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from procstats import descendants, hwm_kib, pss_kib, rss_kib, stat_fields
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 PEERS_VENV = HERE / ".venv-peers"
@@ -318,74 +322,12 @@ class Nginx:
         total = 0
         for pid in [self.proc.pid, *descendants(self.proc.pid)]:
             with contextlib.suppress(OSError, ValueError, IndexError):
-                f = _stat_fields(pid)
+                f = stat_fields(pid)
                 total += int(f[11]) + int(f[12])
         return total / os.sysconf("SC_CLK_TCK")
 
 
 # --- measuring a crawler process tree ---------------------------------------------------
-# As benchmarks/mail/run.py measures its tools: _stat_fields, descendants, hwm_kib, pss_kib
-# and run_measured are copies of its functions (this one also samples the summed RSS).
-
-
-def _stat_fields(pid: int) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2 :].split()  # the fields after "(command name)"
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below `root`, from one pass over /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                ppid = int(_stat_fields(int(entry.name))[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found: list[int] = []
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-_PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
-
-
-def hwm_kib(pid: int) -> int:
-    """The process's peak RSS so far (VmHWM), of its present program only: exec starts it
-    afresh, unlike ru_maxrss."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def rss_kib(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * _PAGE_KIB
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-def pss_kib(pid: int) -> int:
-    """Proportional set size: the process's RSS with each page shared by k processes
-    counted 1/k, so that summing it over forked processes counts shared pages once."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
 @dataclass
 class Usage:
     seconds: float  # wall time, process start to exit

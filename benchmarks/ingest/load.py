@@ -42,6 +42,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+# The /proc readers shared by the benchmark scripts, from the folder above.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from procstats import hwm_kib
+
 SEED = 20261201  # the same dump on every run
 
 # (DOI prefix, URL template, DOI suffix template): publishers' PDF links as Unpaywall
@@ -163,18 +167,6 @@ def write_dump(path: Path, lines: int, packed: bool) -> int:
 
 
 # --- measuring (as benchmarks/mail/run.py) ----------------------------------------------
-
-
-def hwm_kib(pid: int) -> int:
-    """The process's peak RSS so far (VmHWM), of its present program only: exec starts
-    it afresh, unlike ru_maxrss, which carries this script's own over."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 @dataclass

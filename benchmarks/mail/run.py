@@ -47,6 +47,10 @@ from pathlib import Path
 from types import FrameType
 from typing import ClassVar
 
+# The /proc readers shared by the benchmark scripts, from the folder above.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from procstats import descendants, hwm_kib, pss_kib
+
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".venv-peers"
 PERCEVAL_REQUIREMENT = "perceval>=1.0,<2"
@@ -307,53 +311,6 @@ http {{
 
 
 # --- measuring a process tree (as benchmarks/crawl/run.py) ------------------------------
-
-
-def _stat_fields(pid: int) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2 :].split()  # the fields after "(command name)"
-
-
-def descendants(root: int) -> list[int]:
-    """Every live process below `root`, from one pass over /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                ppid = int(_stat_fields(int(entry.name))[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found: list[int] = []
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def hwm_kib(pid: int) -> int:
-    """The process's peak RSS so far (VmHWM), of its present program only: exec starts it
-    afresh, unlike ru_maxrss."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
-
-
-def pss_kib(pid: int) -> int:
-    """Proportional set size: RSS with each page shared by k processes counted 1/k."""
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
 
 
 @dataclass
