@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -190,9 +190,11 @@ def test_every_repeats_on_schedule_and_survives_failures(store_url: str, tmp_pat
             starts: list[float] = []
             run_once = plan.run_once
 
-            async def counted(names: Sequence[str] = ()) -> RunReport:
+            async def counted(
+                names: Sequence[str] = (), options: Mapping[str, Mapping[str, Any]] | None = None
+            ) -> RunReport:
                 starts.append(clock.now())
-                report = await run_once(names)
+                report = await run_once(names, options)
                 if len(starts) == 3:
                     plan.stop()
                 return report

@@ -13,8 +13,9 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .clock import Clock
 from .config import Config
@@ -76,9 +77,14 @@ class ExecutionPlan:
     def stopped(self) -> bool:
         return self._stop.is_set()
 
-    async def run_once(self, names: Sequence[str] = ()) -> RunReport:
+    async def run_once(
+        self, names: Sequence[str] = (), options: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> RunReport:
+        """One pass over `names` (all sources when empty). `options` lays options over a
+        source's own for this run only (e.g. `ingest run --limit`); a run resumed from an
+        interruption keeps the options it started with."""
         now = self.clock.now()
-        runs = await self.store.run(lambda tx: self._open_runs(tx, names, now))
+        runs = await self.store.run(lambda tx: self._open_runs(tx, names, now, options or {}))
         report = RunReport()
         if not runs:
             return report
@@ -101,11 +107,17 @@ class ExecutionPlan:
             report.sources.append(await self._close_run(name, run_id, report.interrupted))
         return report
 
-    def _open_runs(self, tx: Tx, names: Sequence[str], now: float) -> list[tuple[str, int]]:
+    def _open_runs(
+        self,
+        tx: Tx,
+        names: Sequence[str],
+        now: float,
+        options: Mapping[str, Mapping[str, Any]],
+    ) -> list[tuple[str, int]]:
         sources = [get_source(tx, n) for n in dict.fromkeys(names)] if names else list_sources(tx)
-        return [(s.name, self._open_run(tx, s, now)) for s in sources]
+        return [(s.name, self._open_run(tx, s, now, options.get(s.name, {}))) for s in sources]
 
-    def _open_run(self, tx: Tx, source: Source, now: float) -> int:
+    def _open_run(self, tx: Tx, source: Source, now: float, options: Mapping[str, Any]) -> int:
         open_run = tx.one("get_open_run", source=source.name)
         row = None if open_run else tx.one("open_source_run", source=source.name, now=now)
         if row is None:
@@ -117,7 +129,7 @@ class ExecutionPlan:
         spec = JobSpec(
             get_type(source.type).root_kind,
             name=source.name,
-            payload={"url": source.url, "options": source.options},
+            payload={"url": source.url, "options": {**source.options, **options}},
         )
         root = queue.enqueue(
             tx,

@@ -11,6 +11,7 @@ part-way (1, after loading and reporting what came before the damage) fails.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -30,13 +32,28 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from ..ingest.requests import MAX_REJECTS, DamagedInput, LoadReport, check_file, load_requests
+from ..errors import SourceError, UnknownSource
+from ..ingest.requests import (
+    INGEST_TYPES,
+    MAX_REJECTS,
+    DamagedInput,
+    LoadReport,
+    check_file,
+    load_requests,
+)
+from ..ingest.walk import MAX_HOPS
+from ..sources import add_source, get_source
+from ..sources.ingest import INGEST_URL, ingest_warc_dir, parse_statuses
 from .app import App, setup_logging
+from .ingest_report import register
+from .run import EXIT_SOURCE_FAILED, run_plan
 
-__all__ = ["SHOWN_REJECTS", "ingest_group"]
+__all__ = ["INGEST_SOURCE", "SHOWN_REJECTS", "ingest_group"]
 
 log = logging.getLogger("thresher.ingest")
 
+# The source `ingest run` runs as (made on first use).
+INGEST_SOURCE = "ingest"
 # Rejected lines listed by the text report; --json lists up to MAX_REJECTS.
 SHOWN_REJECTS = 20
 # Without a terminal, a progress line goes to the log this many seconds apart.
@@ -143,3 +160,125 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
             click.echo(f"… and {more} more rejected lines (--json lists the first {MAX_REJECTS})")
     if damaged is not None:
         raise damaged
+
+
+@ingest_group.command("run")
+@click.option(
+    "--type", "ingest_type", type=click.Choice(sorted(INGEST_TYPES)), help="Only this type."
+)
+@click.option("--source", "link_source", metavar="S", help="Only requests from link_source S.")
+@click.option("--limit", type=click.IntRange(min=1), help="Fetch at most N URLs.")
+@click.option(
+    "--retry",
+    multiple=True,
+    metavar="STATUS",
+    help="Also fetch again URLs whose last status is STATUS (repeat, or separate by commas).",
+)
+@click.option("--force", is_flag=True, help="Fetch again every selected URL, whatever its result.")
+@click.option(
+    "--max-hops", type=click.IntRange(min=0), help=f"Landing-page links followed [{MAX_HOPS}]."
+)
+@click.option("--max-bytes", type=click.IntRange(min=1), help="Largest body [128 MiB].")
+@click.option(
+    "--delay", type=click.FloatRange(min=0), help="Seconds between requests to one host [1]."
+)
+@click.option(
+    "--allow-private",
+    is_flag=True,
+    default=None,
+    help="Also fetch private, loopback and link-local addresses (refused by default).",
+)
+@click.option(
+    "--blocklist",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A file of more URL substrings never to fetch (one per line; 're:' for a regex).",
+)
+@click.option("-w", "--workers", type=click.IntRange(min=1), help="URLs fetched at once [4].")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
+@click.option(
+    "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
+)
+@click.pass_obj
+def run_command(
+    app: App,
+    /,
+    retry: tuple[str, ...],
+    force: bool,
+    blocklist: Path | None,
+    workers: int | None,
+    as_json: bool,
+    progress: bool | None,
+    **flags: Any,
+) -> None:
+    """Fetch the loaded requests' URLs that have no result yet, each once, and record
+    one result per (ingest_type, base_url).
+
+    Redirects are followed (at most 10), landing pages to their full-text link (at most
+    --max-hops), and bodies are told apart by their bytes. Every body is kept once by
+    SHA-1 in WARC files under HOME/warc/ingest/ and in file_meta. Timeouts, 5xx and
+    resets are retried with backoff; the other statuses are final unless --retry names
+    them. Runs as the source 'ingest', so `thresher run` fetches newly loaded requests
+    too; an interrupted run resumes with the same command (keeping its selection)."""
+    config = app.with_flags(workers=workers)
+    options: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
+    options["retry"] = " ".join(parse_statuses(",".join(retry)))
+    options["force"] = force
+    if blocklist is not None:
+        options["blocklist"] = str(blocklist.resolve())
+    with app.store() as store, store.transaction() as tx:
+        try:
+            existing = get_source(tx, INGEST_SOURCE)
+        except UnknownSource:
+            add_source(tx, INGEST_SOURCE, INGEST_URL, "ingest", {}, time.time())
+        else:
+            if existing.type != "ingest":
+                raise SourceError(
+                    f"source {INGEST_SOURCE!r} is a {existing.type} source, not ingest"
+                )
+    show = sys.stderr.isatty() if progress is None else progress
+    console = Console(stderr=True) if show else None
+    setup_logging(app.verbose, console)
+    started = time.monotonic()
+    reports = asyncio.run(
+        run_plan(config, (INGEST_SOURCE,), None, console, options={INGEST_SOURCE: options})
+    )
+    seconds = time.monotonic() - started
+    report = reports[-1]
+    outcome, error, run_id = ("interrupted" if report.interrupted else "ok"), None, None
+    for s in report.sources:
+        outcome, error, run_id = s.outcome, s.error, s.run_id
+    statuses: dict[str, int] = {}
+    if run_id is not None:
+        with app.store() as store, store.transaction(write=False) as tx:
+            row = tx.one("source_run_started", id=run_id)
+            since = float(row["started"]) if row else 0.0
+            statuses = {
+                r["status"]: int(r["n"]) for r in tx.all("ingest_status_counts", since=since)
+            }
+    urls = sum(statuses.values())
+    summary = {
+        "source": INGEST_SOURCE,
+        "run": run_id,
+        "status": outcome,
+        "error": error,
+        "urls": urls,
+        "hits": statuses.get("success", 0),
+        "statuses": statuses,
+        "seconds": round(seconds, 3),
+        "urls_per_second": round(urls / seconds, 1) if seconds > 0 else None,
+        "warc_dir": str(ingest_warc_dir(config.home)),
+    }
+    if as_json:
+        click.echo(json.dumps(summary))
+    else:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items())) or "nothing to fetch"
+        click.echo(f"ingest: {outcome}: {urls} URLs in {seconds:.1f} s: {counts}")
+        if error:
+            click.echo(f"error: {error}")
+        if outcome == "interrupted":
+            click.echo("stopped: run the same command again to resume")
+    if outcome == "failed":
+        sys.exit(EXIT_SOURCE_FAILED)
+
+
+register(ingest_group)

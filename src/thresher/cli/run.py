@@ -9,9 +9,10 @@ import logging
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict
+from typing import Any
 
 import click
 from rich.console import Console
@@ -123,9 +124,10 @@ async def run_plan(
     every: float | None,
     console: Console | None,
     progress: ProgressFactory | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[RunReport]:
-    """Run the plan for `names` with signal handling: the first SIGINT/SIGTERM stops
-    gracefully, the second at once."""
+    """Run the plan for `names` (with `options` over the sources' own for this run) with
+    signal handling: the first SIGINT/SIGTERM stops gracefully, the second at once."""
     connections = 1 if config.db is None else min(config.workers, 4)
     store = await AsyncStore(config.store_url, connections).open()
     counts = JobCounts()
@@ -154,7 +156,7 @@ async def run_plan(
     try:
         with (progress or _progress)(console, counts, store, plan):
             if every is None:
-                return [await plan.run_once(names)]
+                return [await plan.run_once(names, options)]
             return await plan.run_every(every, names)
     except asyncio.CancelledError:
         return [RunReport(interrupted=True)]

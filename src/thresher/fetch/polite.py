@@ -33,7 +33,13 @@ from .client import Fetcher, FetchSettings
 from .errors import FetchError, InvalidRequestURL
 from .response import Response
 
-__all__ = ["PoliteFetcher", "RobotsAnswer", "RobotsDisallowed", "fetch_robots"]
+__all__ = [
+    "PoliteFetcher",
+    "RobotsAnswer",
+    "RobotsDisallowed",
+    "RobotsUnavailable",
+    "fetch_robots",
+]
 
 # robots.txt may redirect (RFC 9309 §2.3.1.2: follow at least five hops).
 ROBOTS_REDIRECTS = 5
@@ -41,6 +47,10 @@ ROBOTS_REDIRECTS = 5
 
 class RobotsDisallowed(PermanentError):
     """robots.txt does not allow this URL to us."""
+
+
+class RobotsUnavailable(TransientError):
+    """robots.txt answered 429 or 5xx: RFC 9309 says to keep off the site for a while."""
 
 
 class _Host:
@@ -70,6 +80,10 @@ class PoliteFetcher:
         self._fetcher = Fetcher(settings, clock=clock)
         self._hosts: dict[str, _Host] = {}
         self._robots_pending: dict[Site, asyncio.Future[None]] = {}
+        # Why a site's robots.txt could not be had, while that keeps its URLs back: a
+        # URL of an unreachable site fails with the site's error (DNS, refused, 503),
+        # to come back later, not with RobotsDisallowed, which would be final.
+        self._robots_trouble: dict[Site, TransientError] = {}
 
     async def __aenter__(self) -> PoliteFetcher:
         await self._fetcher.__aenter__()
@@ -134,6 +148,11 @@ class PoliteFetcher:
                 await asyncio.shield(pending)
             allowed = self.robots.allowed(url, self.clock.now())
         if not allowed:
+            trouble = self._robots_trouble.get(site_of(url))
+            if isinstance(trouble, FetchError):
+                raise trouble.for_url(url)
+            if trouble is not None:
+                raise RobotsUnavailable(f"GET {url}: {trouble}", trouble.retry_after)
             raise RobotsDisallowed(f"GET {url}: disallowed by robots.txt")
         delay = self.robots.crawl_delay(url, now)
         if delay is not None:
@@ -145,7 +164,19 @@ class PoliteFetcher:
 
     async def _fetch_robots(self, url: str) -> None:
         answer = await fetch_robots(lambda target: self._polite_get(target, None), url)
-        self.robots.on_robots(url, answer.status, answer.body, self.clock.now())
+        now = self.clock.now()
+        self.robots.on_robots(url, answer.status, answer.body, now)
+        site = site_of(url)
+        if answer.failure is not None:
+            self._robots_trouble[site] = answer.failure
+        elif answer.status is not None and (answer.status == 429 or answer.status >= 500):
+            expires = self.robots.expires(url)
+            self._robots_trouble[site] = TransientError(
+                f"robots.txt answered {answer.status}",
+                None if expires is None else max(0.0, expires - now),
+            )
+        else:
+            self._robots_trouble.pop(site, None)
 
 
 @dataclass(frozen=True)
@@ -156,6 +187,7 @@ class RobotsAnswer:
     body: bytes
     response: Response | None  # the last response, to archive
     error: str | None
+    failure: TransientError | None = None  # why there is no answer
 
 
 async def fetch_robots(get: Callable[[str], Awaitable[Response]], url: str) -> RobotsAnswer:
@@ -173,5 +205,5 @@ async def fetch_robots(get: Callable[[str], Awaitable[Response]], url: str) -> R
     except PermanentError:
         raise
     except TransientError as exc:
-        return RobotsAnswer(None, b"", None, str(exc))
+        return RobotsAnswer(None, b"", None, str(exc), exc)
     return RobotsAnswer(404, b"", resp, None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from .model import JOIN_KIND, Job, Outcome
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..fetch.polite import PoliteFetcher
     from ..store.aio import AsyncStore
 
-__all__ = ["Fetcher", "Handler", "JobContext", "handler_for", "register"]
+__all__ = ["Closable", "Fetcher", "Handler", "JobContext", "Shared", "handler_for", "register"]
 
 log = logging.getLogger("thresher.jobs")
 
@@ -35,12 +35,26 @@ class JobContext:
     # The process's polite fetcher (robots.txt, per-host delay, private addresses
     # refused unless allowed): every fetch a handler makes goes through it.
     fetcher: Fetcher
+    # Objects the handlers of one process share (ingest's WARC writer), made on first
+    # use under a key and closed when the worker pool stops.
+    shared: Shared
 
 
 class Fetcher(Protocol):
     def __call__(
         self, *, allow_private: bool = False, delay: float | None = None
     ) -> Awaitable[PoliteFetcher]: ...
+
+
+class Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+C = TypeVar("C", bound=Closable)
+
+
+class Shared(Protocol):
+    def __call__(self, key: str, make: Callable[[], Awaitable[C]]) -> Awaitable[C]: ...
 
 
 Handler = Callable[[JobContext], Awaitable[Outcome]]

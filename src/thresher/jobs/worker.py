@@ -16,11 +16,11 @@ import os
 import socket
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..clock import Clock
 from ..config import Config
@@ -31,7 +31,7 @@ from ..frontier import Politeness
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
 from . import queue
-from .handlers import JobContext, handler_for
+from .handlers import C, Closable, JobContext, handler_for
 from .model import Job, JobState
 from .retry import backoff_delay, is_transient
 
@@ -117,6 +117,7 @@ class WorkerPool:
         self._finished = asyncio.Event()
         self._wake = asyncio.Event()
         self._fetchers: dict[tuple[bool, float], PoliteFetcher] = {}
+        self._shared: dict[str, asyncio.Future[Closable]] = {}
         self._turn = 0  # rotates the run claimed from first
 
     def stop(self) -> None:
@@ -141,6 +142,7 @@ class WorkerPool:
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
+            await self._close_shared()
             now = self.clock.now()
             self.stats.released += await self.store.run(
                 lambda tx: queue.release(tx, self.owner, now)
@@ -224,6 +226,25 @@ class WorkerPool:
             self._fetchers[key] = fetcher
         return fetcher
 
+    async def _get_shared(self, key: str, make: Callable[[], Awaitable[C]]) -> C:
+        """The process's object under `key`, made once even when many jobs ask at once."""
+        made = self._shared.get(key)
+        if made is None or (made.done() and (made.cancelled() or made.exception() is not None)):
+            made = self._shared[key] = asyncio.ensure_future(make())
+        # The dict holds every key's object; the key's maker decides its type.
+        return cast(C, await asyncio.shield(made))
+
+    async def _close_shared(self) -> None:
+        shared, self._shared = self._shared, {}
+        for key, made in shared.items():
+            if not made.done() or made.cancelled() or made.exception() is not None:
+                made.cancel()
+                continue
+            try:
+                await made.result().aclose()
+            except Exception as exc:  # the others must still be closed
+                log.error("closing %s failed: %s", key, exc)
+
     async def _work(self, index: int) -> None:
         job: Job | None = None
         while not self._stopping.is_set() and not self._finished.is_set():
@@ -274,7 +295,9 @@ class WorkerPool:
         """Run the job and commit its outcome; return the next job, claimed in the same
         transaction as the commit (one transaction per job instead of two)."""
         handler = handler_for(job.kind)
-        ctx = JobContext(job, self.owner, self.config, self.clock, self.store, self._fetcher)
+        ctx = JobContext(
+            job, self.owner, self.config, self.clock, self.store, self._fetcher, self._get_shared
+        )
         try:
             if handler is None:
                 raise LookupError(f"no handler for job kind {job.kind!r}")

@@ -23,9 +23,13 @@ __all__ = ["PostgresStore"]
 
 # Any constant will do; it only has to be the same in every Thresher process.
 _MIGRATION_LOCK = 0x7468726573686572
+# Rows a streaming cursor fetches from the server at a time.
+STREAM_BATCH = 2000
 
 
 class _PgTx:
+    _streams = 0  # names server-side cursors uniquely within the process
+
     def __init__(self, conn: psycopg.Connection[Row], queries: dict[str, str]) -> None:
         self._conn = conn
         self._queries = queries
@@ -45,7 +49,13 @@ class _PgTx:
         return self._conn.execute(self._queries[query], params).fetchall()
 
     def stream(self, query: str, **params: Any) -> Iterator[Row]:
-        with self._conn.cursor() as cur:
+        # A named (server-side) cursor: rows come a batch at a time, so streaming a
+        # million results holds one batch, not the whole answer (a plain cursor fetches
+        # it all). Other queries may run on the connection while it is open.
+        _PgTx._streams += 1
+        name = f"thresher_stream_{_PgTx._streams}"
+        with self._conn.cursor(name=name, row_factory=dict_row) as cur:
+            cur.itersize = STREAM_BATCH
             cur.execute(self._queries[query], params)
             yield from cur
 

@@ -446,6 +446,14 @@ class WarcWriter:
             return
         self._finish_file()
 
+    def abort(self) -> None:
+        """Close without finishing the file, after the records since the last committed
+        position were not committed after all: the next writer, resuming from that
+        position, cuts them off."""
+        if not self._closed:
+            self._closed = True
+            self._close_handles()
+
     def __enter__(self) -> WarcWriter:
         return self
 
