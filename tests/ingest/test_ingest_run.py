@@ -421,3 +421,18 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
     # Few URLs were fetched twice: only those in flight at the kill.
     assert sum(c - 1 for c in fetched.values() if c > 1) < 60
     assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]
+
+
+def test_a_page_deals_each_hosts_urls_out_in_turns() -> None:
+    from thresher.sources.ingest import _interleave_hosts
+
+    urls = ["http://a/1", "http://a/2", "http://A/3", "http://b/1", "http://c/1", "http://c/2"]
+    dealt = [r["base_url"] for r in _interleave_hosts([{"base_url": u} for u in urls])]
+    assert dealt == [
+        "http://a/1",
+        "http://b/1",
+        "http://c/1",
+        "http://a/2",
+        "http://c/2",
+        "http://A/3",
+    ]

@@ -23,6 +23,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..errors import SourceError, TransientError
 from ..fetch import (
@@ -51,7 +52,7 @@ from ..ingest.walk import (
 )
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.worker import is_dead_here
-from ..store import Tx
+from ..store import Row, Tx
 from .types import Option, SourceType, register_type
 
 __all__ = ["INGEST", "INGEST_URL", "PAGE", "ingest_warc_dir", "parse_statuses"]
@@ -138,6 +139,11 @@ async def _page(ctx: JobContext) -> Outcome:
         "page": size,
     }
     rows = await ctx.store.run(lambda tx: tx.all("ingest_page", **params), False) if size else []
+    cursor = rows[-1] if rows else None
+    # Pages come in URL order, which bunches each host's URLs together; one host takes
+    # one request at a time, so its URLs are dealt out in turns with the other hosts'
+    # (jobs are claimed in the order they were made).
+    rows = _interleave_hosts(rows)
     fetch_opts = {
         k: opts.get(k) for k in ("max_hops", "max_bytes", "delay", "allow_private", "blocklist")
     }
@@ -149,10 +155,10 @@ async def _page(ctx: JobContext) -> Outcome:
         )
         for r in rows
     ]
-    if len(rows) == size and size:
+    if cursor is not None and len(rows) == size:
         # The next page is claimed once this page's fetches are all claimed (lower
         # priority), so the job table holds about one page of pending work.
-        last = rows[-1]
+        last = cursor
         children.append(
             JobSpec(
                 "ingest.page",
@@ -167,6 +173,14 @@ async def _page(ctx: JobContext) -> Outcome:
         )
     commit = JobSpec("ingest.commit", "commit") if ctx.job.kind == "ingest.run" else None
     return Outcome(result={"urls": len(rows)}, children=tuple(children), commit=commit)
+
+
+def _interleave_hosts(rows: list[Row]) -> list[Row]:
+    by_host: dict[str, list[Row]] = {}
+    for row in rows:
+        by_host.setdefault(urlsplit(row["base_url"]).netloc.lower(), []).append(row)
+    queues = list(by_host.values())
+    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
 
 
 @register("ingest.commit")
