@@ -191,10 +191,13 @@ def test_every_repeats_on_schedule_and_survives_failures(store_url: str, tmp_pat
             run_once = plan.run_once
 
             async def counted(
-                names: Sequence[str] = (), options: Mapping[str, Mapping[str, Any]] | None = None
+                names: Sequence[str] = (),
+                options: Mapping[str, Mapping[str, Any]] | None = None,
+                *,
+                detach: bool = False,
             ) -> RunReport:
                 starts.append(clock.now())
-                report = await run_once(names, options)
+                report = await run_once(names, options, detach=detach)
                 if len(starts) == 3:
                     plan.stop()
                 return report

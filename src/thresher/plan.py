@@ -20,7 +20,7 @@ from typing import Any
 from .clock import Clock
 from .config import Config
 from .errors import UsageError
-from .jobs import JobSpec, WorkerPool, queue
+from .jobs import JobSpec, PoolStats, WorkerPool, queue
 from .jobs.worker import Listener, make_owner
 from .sources import Source, get_source, get_type, list_sources
 from .store import Tx
@@ -35,7 +35,7 @@ log = logging.getLogger("thresher.run")
 class SourceReport:
     source: str
     run_id: int
-    outcome: str  # ok, failed, interrupted
+    outcome: str  # ok, failed, interrupted; queued (detached: left to workers)
     counts: dict[str, int]
     error: str | None
 
@@ -78,14 +78,22 @@ class ExecutionPlan:
         return self._stop.is_set()
 
     async def run_once(
-        self, names: Sequence[str] = (), options: Mapping[str, Mapping[str, Any]] | None = None
+        self,
+        names: Sequence[str] = (),
+        options: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        detach: bool = False,
     ) -> RunReport:
         """One pass over `names` (all sources when empty). `options` lays options over a
         source's own for this run only (e.g. `ingest run --limit`); a run resumed from an
-        interruption keeps the options it started with."""
+        interruption keeps the options it started with. `detach`: open the runs and
+        return, leaving their jobs to `thresher worker` processes."""
         now = self.clock.now()
         runs = await self.store.run(lambda tx: self._open_runs(tx, names, now, options or {}))
         report = RunReport()
+        if detach:
+            report.sources = [SourceReport(n, r, "queued", {}, None) for n, r in runs]
+            return report
         if not runs:
             return report
         self.pool = WorkerPool(
@@ -143,6 +151,31 @@ class ExecutionPlan:
         tx.execute("set_run_root", id=run_id, root=root)
         log.info("%s: run %s started", source.name, run_id)
         return run_id
+
+    async def serve(self, workers: int | None = None) -> PoolStats:
+        """Work on every open run, whoever opened it, until stopped (`thresher worker`);
+        close each run once its jobs are all finished."""
+        self.pool = WorkerPool(
+            self.config,
+            self.store,
+            self.clock,
+            [],
+            owner=self.owner,
+            workers=workers,
+            listener=self.listener,
+            serve=True,
+            on_drained=self._close_drained,
+        )
+        if self._stop.is_set():
+            self.pool.stop()
+        try:
+            return await self.pool.run()
+        finally:
+            self.pool = None
+
+    async def _close_drained(self, runs: list[tuple[int, str]]) -> None:
+        for run_id, name in runs:
+            await self._close_run(name, run_id, interrupted=False)
 
     async def _close_run(self, name: str, run_id: int, interrupted: bool) -> SourceReport:
         now = self.clock.now()

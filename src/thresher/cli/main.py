@@ -21,6 +21,7 @@ from .run import run_command
 from .search import search_command
 from .source import source_group
 from .status import status_command
+from .worker import worker_command
 
 __all__ = ["cli", "main"]
 
@@ -65,6 +66,7 @@ cli.add_command(status_command)
 cli.add_command(export_command)
 cli.add_command(search_command)
 cli.add_command(ingest_group)
+cli.add_command(worker_command)
 
 
 def main(argv: list[str] | None = None) -> int:

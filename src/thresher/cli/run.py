@@ -32,7 +32,15 @@ from ..plan import ExecutionPlan, RunReport, parse_duration
 from ..store.aio import AsyncStore
 from .app import App, setup_logging
 
-__all__ = ["EXIT_SOURCE_FAILED", "JobCounts", "ProgressFactory", "run_command", "run_plan"]
+__all__ = [
+    "EXIT_SOURCE_FAILED",
+    "JobCounts",
+    "ProgressFactory",
+    "open_async_store",
+    "run_command",
+    "run_plan",
+    "stop_on_signals",
+]
 
 log = logging.getLogger("thresher.run")
 
@@ -125,13 +133,38 @@ async def run_plan(
     console: Console | None,
     progress: ProgressFactory | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    detach: bool = False,
 ) -> list[RunReport]:
     """Run the plan for `names` (with `options` over the sources' own for this run) with
-    signal handling: the first SIGINT/SIGTERM stops gracefully, the second at once."""
-    connections = 1 if config.db is None else min(config.workers, 4)
-    store = await AsyncStore(config.store_url, connections).open()
+    signal handling: the first SIGINT/SIGTERM stops gracefully, the second at once.
+    `detach`: open the runs and return, leaving the work to `thresher worker`s."""
+    store = await open_async_store(config)
     counts = JobCounts()
     plan = ExecutionPlan(config, store, SystemClock(), listener=counts)
+    try:
+        with stop_on_signals(plan, config), (progress or _progress)(console, counts, store, plan):
+            if detach:
+                return [await plan.run_once(names, options, detach=True)]
+            if every is None:
+                return [await plan.run_once(names, options)]
+            return await plan.run_every(every, names)
+    except asyncio.CancelledError:
+        return [RunReport(interrupted=True)]
+    finally:
+        await store.close()
+
+
+async def open_async_store(config: Config) -> AsyncStore:
+    """The store a working process uses: PostgreSQL gets a connection per worker (up
+    to 4), so that workers claim and commit in parallel."""
+    connections = 1 if config.db is None else min(config.workers, 4)
+    return await AsyncStore(config.store_url, connections).open()
+
+
+@contextmanager
+def stop_on_signals(plan: ExecutionPlan, config: Config) -> Iterator[None]:
+    """The first SIGINT/SIGTERM stops `plan` gracefully (in-flight jobs get the grace
+    period, the rest is handed back); the second cancels the current task at once."""
     loop = asyncio.get_running_loop()
     main_task = asyncio.current_task()
     signals = 0
@@ -154,16 +187,10 @@ async def run_plan(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal, sig.name)
     try:
-        with (progress or _progress)(console, counts, store, plan):
-            if every is None:
-                return [await plan.run_once(names, options)]
-            return await plan.run_every(every, names)
-    except asyncio.CancelledError:
-        return [RunReport(interrupted=True)]
+        yield
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
-        await store.close()
 
 
 @click.command("run")
@@ -177,6 +204,11 @@ async def run_plan(
 @click.option(
     "--grace", "grace_seconds", type=float, help="Seconds in-flight jobs get on SIGINT/SIGTERM."
 )
+@click.option(
+    "--detach",
+    is_flag=True,
+    help="Only queue the runs and return: `thresher worker` processes do the work.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each run's report as a JSON line.")
 @click.option(
     "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
@@ -188,20 +220,24 @@ def run_command(
     every: str | None,
     workers: int | None,
     grace_seconds: float | None,
+    detach: bool,
     as_json: bool,
     progress: bool | None,
 ) -> None:
     """Harvest the sources NAME… (all when none is given): one pass, or forever with --every.
 
     Each run resumes what an interrupted run left; a failing source is recorded and
-    tried again next run. SIGINT/SIGTERM: finish in-flight work, release the rest, exit 0."""
+    tried again next run. SIGINT/SIGTERM: finish in-flight work, release the rest, exit 0.
+    With a PostgreSQL store (--db), `thresher worker` processes anywhere share the work."""
+    if detach and every:
+        raise click.UsageError("--detach queues one run; schedule it with cron instead of --every")
     interval = parse_duration(every) if every else None
     config = app.with_flags(workers=workers, grace_seconds=grace_seconds)
     show = sys.stderr.isatty() if progress is None else progress
     console = Console(stderr=True) if show else None
     setup_logging(app.verbose, console)
     started = time.time()
-    reports = asyncio.run(run_plan(config, names, interval, console))
+    reports = asyncio.run(run_plan(config, names, interval, console, detach=detach))
     failed = False
     for report in reports:
         failed = failed or any(s.outcome == "failed" for s in report.sources)
@@ -220,7 +256,9 @@ def run_command(
         for report in reports[-1:]:
             for s in report.sources:
                 counts = ", ".join(f"{k} {v}" for k, v in sorted(s.counts.items()))
-                line = f"{s.source}: {s.outcome} ({counts})"
+                line = f"{s.source}: {s.outcome}" + (f" ({counts})" if counts else "")
+                if s.outcome == "queued":
+                    line += f" as run {s.run_id}: `thresher worker` processes will do it"
                 click.echo(line + (f"; {s.error}" if s.error else ""))
             if report.interrupted:
                 click.echo("stopped: unfinished work stays queued for the next run")

@@ -13,8 +13,10 @@ come back, so a worker is not held by a parked host.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from ..clock import Clock
 from ..errors import PermanentError, TransientError
@@ -28,9 +30,11 @@ from ..frontier import (
     robots_url,
     site_of,
 )
+from ..frontier.politeness import IpState
 from ..frontier.robots import Site
 from .client import Fetcher, FetchSettings
 from .errors import FetchError, InvalidRequestURL
+from .leases import HostLeases
 from .response import Response
 
 __all__ = [
@@ -40,6 +44,11 @@ __all__ = [
     "RobotsUnavailable",
     "fetch_robots",
 ]
+
+log = logging.getLogger("thresher.fetch")
+
+# Seconds a shared host is held past the fetch's total timeout, before it runs out.
+_HOLD_MARGIN = 30.0
 
 # robots.txt may redirect (RFC 9309 §2.3.1.2: follow at least five hops).
 ROBOTS_REDIRECTS = 5
@@ -70,12 +79,16 @@ class PoliteFetcher:
         *,
         robots: bool = True,
         max_wait: float = 30.0,
+        leases: HostLeases | None = None,
     ) -> None:
         self.settings = settings
         self.policy = politeness
         self.clock = clock
         self.obey_robots = robots
         self.max_wait = max_wait
+        # Shared with the other workers of the store; None: this process alone.
+        self.leases = leases
+        self._ips: dict[str, IpState] = {}
         self.robots = RobotsCache(settings.user_agent)
         self._fetcher = Fetcher(settings, clock=clock)
         self._hosts: dict[str, _Host] = {}
@@ -114,21 +127,78 @@ class PoliteFetcher:
             host = self._hosts[name] = _Host(name, self.policy.max_in_flight)
         async with host.slots:
             state = host.state
-            while (wait := state.ready_at(None) - self.clock.now()) > 0:
-                if wait > self.max_wait:
-                    raise TransientError(f"{name} asked us to wait {wait:.0f} s", retry_after=wait)
-                await self.clock.sleep(wait)
-            state.on_start(self.policy, self.clock.now())
+            ip, ip_state = await self._ip_of(url, state)
+            await self._wait_turn(name, state, ip, ip_state)
+            now = self.clock.now()
+            state.on_start(self.policy, now)
+            if ip_state is not None:
+                ip_state.next_allowed = max(ip_state.next_allowed, now + self.policy.ip_delay)
+            status: int | None = 200  # an exception of ours, not theirs, is not a failure
+            retry_after: float | None = None
             try:
                 resp = await self._fetcher.get(url, headers, max_body=max_body)
+                status, retry_after = resp.status, resp.retry_after
+                return resp
             except FetchError:
-                state.on_end(self.policy, self.clock.now(), None, None)
+                status = None
                 raise
-            except BaseException:
-                state.on_end(self.policy, self.clock.now(), 200, None)  # ours, not theirs
-                raise
-            state.on_end(self.policy, self.clock.now(), resp.status, resp.retry_after)
-            return resp
+            finally:
+                end = self.clock.now()
+                state.on_end(self.policy, end, status, retry_after)
+                if ip_state is not None:
+                    ip_state.next_allowed = max(ip_state.next_allowed, end + self.policy.ip_delay)
+                if self.leases is not None:
+                    await self._give(name, state, ip, ip_state)
+
+    async def _ip_of(self, url: str, state: HostState) -> tuple[str | None, IpState | None]:
+        """The address the host is fetched from, when hosts on one address are spaced."""
+        if self.policy.ip_delay <= 0:
+            return None, None
+        hostname = urlsplit(url).hostname or ""
+        try:
+            addresses = await self._fetcher.resolve(hostname)
+        except FetchError as exc:
+            state.on_end(self.policy, self.clock.now(), None, None)
+            raise exc.for_url(url) from None
+        ip = addresses[0]
+        return ip, self._ips.setdefault(ip, IpState())
+
+    async def _wait_turn(
+        self, name: str, state: HostState, ip: str | None, ip_state: IpState | None
+    ) -> None:
+        """Sleep until this process, and the workers sharing the store, let `name` go."""
+        deadline = self.clock.now() + self.max_wait
+        while True:
+            now = self.clock.now()
+            wait = state.ready_at(ip_state) - now
+            if wait <= 0 and self.leases is not None:
+                hold = now + self.settings.total_timeout + _HOLD_MARGIN
+                again = await self.leases.take(name, ip, now, hold, self.policy.ip_delay)
+                if again is None:
+                    return
+                now = self.clock.now()
+                wait = again - now
+            if wait <= 0:
+                if self.leases is None:
+                    return
+                continue
+            if now + wait > deadline:
+                raise TransientError(f"{name} asked us to wait {wait:.0f} s", retry_after=wait)
+            await self.clock.sleep(wait)
+
+    async def _give(
+        self, name: str, state: HostState, ip: str | None, ip_state: IpState | None
+    ) -> None:
+        assert self.leases is not None
+        try:
+            await self.leases.give(
+                name,
+                state.ready_at(None),
+                ip,
+                ip_state.next_allowed if ip_state is not None else 0.0,
+            )
+        except Exception as exc:  # the hold runs out by itself; the fetch stands
+            log.warning("could not give back %s: %s", name, exc)
 
     async def _check_robots(self, url: str) -> None:
         now = self.clock.now()

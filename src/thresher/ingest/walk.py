@@ -17,10 +17,13 @@ The rules, in order, for each answer:
   a link back to a page already visited is a ``link-loop``; a page without a link is
   ``blocked-wall`` when it asks for a password (a login or paywall form), else
   ``no-pdf-link`` (``no-xml-link`` for ``xml``). Anything else: ``wrong-mimetype``.
-- Any other status is ``terminal-bad-status``; 408, 425, 429 and 5xx are worth another
-  attempt later (`Verdict.transient`).
+- Any other status is ``terminal-bad-status``; 408, 425, 429 and every 5xx (Cloudflare's
+  520-524 too) are worth another attempt later (`Verdict.transient`).
 - A URL on the blocklist, requested or reached, is ``skip-url-blocklist`` and is not
   fetched.
+
+The verdict's terminal URL and status are those of the last answer (None when nothing
+was fetched); a URL the walk refused (a loop, the blocklist, a bad URL) is its last hop.
 
 Fetch errors (timeouts, DNS, resets, too large, robots.txt) are turned into verdicts by
 `Walk.on_error` with the status the handler names for them.
@@ -28,6 +31,7 @@ Fetch errors (timeouts, DNS, resets, too large, robots.txt) are turned into verd
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -83,12 +87,13 @@ PERMANENT_STATUSES = frozenset(
 )
 STATUSES = TRANSIENT_STATUSES | PERMANENT_STATUSES
 
-# Answers another attempt may well not get (the same set the job system retries).
-_RETRY_HTTP = frozenset({408, 425, 429, 500, 502, 503, 504})
+# Answers another attempt may well not get; every 5xx too.
+_RETRY_HTTP = frozenset({408, 425, 429})
 _HTML = frozenset({"text/html", "application/xhtml+xml"})
 _NO_LINK = {"pdf": "no-pdf-link", "xml": "no-xml-link"}
-# A form with a password field: a login wall or a paywall, not the paper.
-_PASSWORD_RE = re.compile(rb"<input\b[^>]*\btype\s*=\s*[\"']?password\b", re.IGNORECASE)
+# A form with a password field: a login wall or a paywall, not the paper. The attribute
+# is `type`, not `data-type` and the like.
+_PASSWORD_RE = re.compile(rb"<input\b[^>]*(?<![\w-])type\s*=\s*[\"']?password\b", re.IGNORECASE)
 _WALL_SCAN = 2 * 2**20
 
 DEFAULT_BLOCKLIST: tuple[str, ...] = (
@@ -106,18 +111,24 @@ DEFAULT_BLOCKLIST: tuple[str, ...] = (
 
 class Blocklist:
     """URLs never to fetch: each entry is a substring of the URL (case-insensitive),
-    or a regular expression when it starts with ``re:``."""
+    or a regular expression when it starts with ``re:``. A URL is checked as written
+    and in its canonical form (``:443`` and a trailing dot of the host dropped …), so
+    spelling a blocked URL differently does not get it past."""
 
     def __init__(self, entries: Sequence[str] = DEFAULT_BLOCKLIST) -> None:
         self._subs = tuple(e.lower() for e in entries if e and not e.startswith("re:"))
-        patterns = [e[3:] for e in entries if e.startswith("re:")]
-        self._re = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        # One pattern each: joined, inline flags and back-references would break.
+        self._res = tuple(re.compile(e[3:]) for e in entries if e.startswith("re:") and e[3:])
 
     def blocks(self, url: str) -> bool:
+        forms = [url]
+        with contextlib.suppress(InvalidURL):
+            forms.append(canonicalize(url))
+        return any(self._match(form) for form in forms)
+
+    def _match(self, url: str) -> bool:
         low = url.lower()
-        return any(s in low for s in self._subs) or (
-            self._re is not None and self._re.search(url) is not None
-        )
+        return any(s in low for s in self._subs) or any(r.search(url) for r in self._res)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,15 +174,18 @@ class Walk:
     hops: list[dict[str, Any]] = field(default_factory=list)
     """Every URL fetched or refused, in order: ``{"url", "status", "kind", …}``, where
     kind is ``redirect``, ``landing`` (with the ``technique`` that found the link),
-    ``terminal`` or ``error``."""
+    ``terminal``, ``error``, or, for a URL refused after the last answer, ``blocked`` or
+    ``loop``."""
     _visited: set[str] = field(default_factory=set)
     _redirects: int = 0
     _landings: int = 0
+    _last: Answer | None = None
 
     def start(self) -> Fetch | Verdict:
         return self._go(self.base_url, None)
 
     def on_answer(self, answer: Answer) -> Fetch | Verdict:
+        self._last = answer
         status = answer.status
         if 300 <= status < 400 and answer.location is not None:
             self.hops.append({"url": answer.url, "status": status, "kind": "redirect"})
@@ -181,7 +195,8 @@ class Walk:
             return self._go(answer.location, "redirect-loop")
         if not 200 <= status < 300:
             self.hops.append({"url": answer.url, "status": status, "kind": "terminal"})
-            return self._end("terminal-bad-status", answer, transient=status in _RETRY_HTTP)
+            transient = status in _RETRY_HTTP or 500 <= status < 600
+            return self._end("terminal-bad-status", answer, transient=transient)
         mimetype = sniff_mimetype(answer.content, answer.content_type)
         if mimetype == EMPTY:
             return self._terminal("empty-blob", answer, mimetype)
@@ -222,17 +237,26 @@ class Walk:
 
     def _go(self, url: str, loop_status: str | None) -> Fetch | Verdict:
         if self.blocklist.blocks(url):
-            self.hops.append({"url": url, "status": None, "kind": "blocked"})
-            return Verdict("skip-url-blocklist", False, url, None, error=f"blocklisted: {url}")
+            return self._refuse(url, "blocked", "skip-url-blocklist", f"blocklisted: {url}")
         try:
             key = canonicalize(url)
         except InvalidURL as exc:
-            self.hops.append({"url": url, "status": None, "kind": "error", "error": "bad-url"})
-            return Verdict("bad-url", False, url, None, error=str(exc))
+            return self._refuse(url, "error", "bad-url", str(exc))
         if key in self._visited and loop_status is not None:
-            return Verdict(loop_status, False, url, None, error=f"back to {url}")
+            return self._refuse(url, "loop", loop_status, f"back to {url}")
         self._visited.add(key)
         return Fetch(url)
+
+    def _refuse(self, url: str, kind: str, status: str, error: str) -> Verdict:
+        """`url` is not fetched: the walk ends at the last answer, if any."""
+        hop: dict[str, Any] = {"url": url, "status": None, "kind": kind}
+        if kind == "error":
+            hop["error"] = status
+        self.hops.append(hop)
+        last = self._last
+        if last is None:
+            return Verdict(status, False, None, None, error=error)
+        return Verdict(status, False, last.url, last.status, error=error)
 
     def _terminal(self, status: str, answer: Answer, mimetype: str, hit: bool = False) -> Verdict:
         self.hops.append(

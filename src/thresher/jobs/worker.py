@@ -4,6 +4,10 @@ One pool per process; its workers share one lease owner id, renewed by one heart
 The pool drains the jobs of the source runs it serves and returns when none is left
 open, or when asked to stop: then it claims nothing more, lets in-flight jobs finish
 within the grace period, and hands back the leases of the rest (no attempt counted).
+
+A serving pool (`thresher worker`) serves every open run instead, whoever opened it,
+looks for new runs while idle, hands each run whose jobs are all finished to
+`on_drained` (which closes it), and returns only when asked to stop.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from ..clock import Clock
 from ..config import Config
 from ..errors import LeaseLost
 from ..fetch import FetchSettings
+from ..fetch.leases import HostLeases
 from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
 from ..store import Row, Tx
@@ -91,6 +96,7 @@ class PoolStats:
 
 
 Listener = Callable[[str, Job], None]
+Drained = Callable[[list[tuple[int, str]]], Awaitable[None]]
 
 
 class WorkerPool:
@@ -104,6 +110,8 @@ class WorkerPool:
         owner: str | None = None,
         workers: int | None = None,
         listener: Listener | None = None,
+        serve: bool = False,
+        on_drained: Drained | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -113,6 +121,8 @@ class WorkerPool:
         self.size = workers or config.workers
         self.stats = PoolStats()
         self._listener = listener
+        self.serve = serve
+        self._on_drained = on_drained
         self._stopping = asyncio.Event()
         self._finished = asyncio.Event()
         self._wake = asyncio.Event()
@@ -124,6 +134,11 @@ class WorkerPool:
         """Claim nothing more; in-flight jobs get the grace period to finish."""
         self._stopping.set()
         self._wake.set()
+
+    @property
+    def shared_store(self) -> bool:
+        """Workers anywhere may share a PostgreSQL store: they share its hosts' turns."""
+        return self.store.backend == "postgres"
 
     @property
     def stopping(self) -> bool:
@@ -154,6 +169,8 @@ class WorkerPool:
             )
             for fetcher in self._fetchers.values():
                 await fetcher.__aexit__(None, None, None)
+            if self.shared_store:
+                await HostLeases(self.store, self.owner).release_all()
         return self.stats
 
     async def _drain(self, tasks: list[asyncio.Task[None]]) -> None:
@@ -222,7 +239,10 @@ class WorkerPool:
                 max_decoded=HANDLER_MAX_BODY,
             )
             politeness = Politeness(delay=key[1], ip_delay=key[1] / 2)
-            fetcher = await PoliteFetcher(settings, politeness, self.clock).__aenter__()
+            leases = HostLeases(self.store, self.owner) if self.shared_store else None
+            fetcher = await PoliteFetcher(
+                settings, politeness, self.clock, leases=leases
+            ).__aenter__()
             self._fetchers[key] = fetcher
         return fetcher
 
@@ -263,6 +283,14 @@ class WorkerPool:
             # New children or a freed commit may be claimable now.
             self._wake.set()
 
+    async def _refresh_runs(self) -> None:
+        """Serve every open run; hand those with nothing left open to `on_drained`."""
+        rows = await self.store.run(lambda tx: tx.all("open_runs_jobs"), write=False)
+        self.runs = [int(r["id"]) for r in rows]
+        drained = [(int(r["id"]), str(r["source"])) for r in rows if not r["open_jobs"]]
+        if drained and self._on_drained is not None:
+            await self._on_drained(drained)
+
     def _claim(self, tx: Tx) -> Job | None:
         self._turn += 1
         return queue.claim(
@@ -275,13 +303,17 @@ class WorkerPool:
         )
 
     async def _idle(self) -> None:
+        if self.serve:
+            await self._refresh_runs()
         row = await self.store.run(
             lambda tx: tx.one("open_jobs", runs=json.dumps(self.runs)), write=False
         )
         if not row or not row["n"]:
-            self._finished.set()
-            self._wake.set()
-            return
+            if not self.serve:
+                self._finished.set()
+                self._wake.set()
+                return
+            row = {"next_due": None}
         wait = IDLE_POLL_SECONDS
         if row["next_due"] is not None:
             wait = min(wait, max(0.0, float(row["next_due"]) - self.clock.now()))

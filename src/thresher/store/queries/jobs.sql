@@ -113,3 +113,13 @@ WHERE state = 'leased' ORDER BY id
 SELECT id, kind, key, parent_id, waits_for, source, source_run_id, state, attempts,
        max_attempts, lease_owner, not_before, last_error, result
 FROM jobs WHERE source_run_id = :run ORDER BY id
+
+-- name: open_runs_jobs
+-- The open runs a serving worker (`thresher worker`) claims from, oldest first, with
+-- how many of their jobs are unfinished (0: the run is over and can be closed).
+SELECT r.id, r.source,
+       (SELECT count(*) FROM jobs j
+        WHERE j.source_run_id = r.id AND j.state IN ('pending', 'leased')) AS open_jobs
+FROM source_runs r
+WHERE r.outcome = 'running'
+ORDER BY r.id

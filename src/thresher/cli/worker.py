@@ -1,0 +1,103 @@
+"""`thresher worker`: a long-lived process that works on every open run of a shared store.
+
+Start as many as you like, on as many machines as can reach the PostgreSQL store; any
+`thresher run`, `crawl` or `ingest run` against that store (or `thresher run --detach`,
+which only queues) is shared among them. Each job is leased by one worker at a time, a
+killed worker's leases expire and its jobs go to the others, and SIGTERM (or SIGINT)
+makes a worker finish what it holds within the grace period and hand the rest back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import click
+
+from ..clock import SystemClock
+from ..config import Config
+from ..jobs import PoolStats
+from ..jobs.worker import make_owner
+from ..plan import ExecutionPlan
+from .app import App, setup_logging
+from .run import JobCounts, open_async_store, stop_on_signals
+
+__all__ = ["worker_command"]
+
+log = logging.getLogger("thresher.worker")
+
+# Seconds between two progress lines in the log.
+PROGRESS_SECONDS = 30.0
+
+
+async def serve(config: Config, owner: str) -> PoolStats:
+    store = await open_async_store(config)
+    counts = JobCounts()
+    plan = ExecutionPlan(config, store, SystemClock(), owner=owner, listener=counts)
+    started = time.monotonic()
+
+    async def report() -> None:
+        while True:
+            await asyncio.sleep(PROGRESS_SECONDS)
+            rate = counts.done / max(1e-9, time.monotonic() - started)
+            log.info("%s (%.1f jobs/s)", counts.line(), rate)
+
+    reporter = asyncio.create_task(report())
+    try:
+        with stop_on_signals(plan, config):
+            return await plan.serve(config.workers)
+    finally:
+        reporter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reporter
+        await store.close()
+
+
+@click.command("worker")
+@click.option(
+    "--db",
+    metavar="URL",
+    help="The shared store, postgresql://… (same as the global --db). [env THRESHER_DB]",
+)
+@click.option(
+    "-c",
+    "--concurrency",
+    type=click.IntRange(min=1),
+    help="Jobs this worker runs at once. [env THRESHER_WORKERS; default 4]",
+)
+@click.option("--name", help="This worker's name in `thresher status` [the host name].")
+@click.option(
+    "--grace",
+    "grace_seconds",
+    type=click.FloatRange(min=0),
+    help="Seconds in-flight jobs get to finish on SIGTERM before they are handed back.",
+)
+@click.pass_obj
+def worker_command(
+    app: App,
+    db: str | None,
+    concurrency: int | None,
+    name: str | None,
+    grace_seconds: float | None,
+) -> None:
+    """Work on every open run of the store until stopped (SIGTERM or Ctrl-C).
+
+    Runs are opened by `thresher run` (add --detach to only queue them), `thresher
+    crawl` and `thresher ingest run`; workers close each run when its jobs are done."""
+    config = app.with_flags(db=db, workers=concurrency, grace_seconds=grace_seconds)
+    setup_logging(app.verbose, None)
+    owner = make_owner(name)
+    log.info("worker %s: serving %s with %d at once", owner, _where(config), config.workers)
+    stats = asyncio.run(serve(config, owner))
+    click.echo(
+        f"worker {owner} stopped: jobs done {stats.done}, retried {stats.retried}, "
+        f"failed {stats.failed}, handed back {stats.released}"
+    )
+
+
+def _where(config: Config) -> str:
+    from ..status import redact
+
+    return redact(config.store_url)

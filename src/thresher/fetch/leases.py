@@ -1,0 +1,91 @@
+"""Politeness across processes and machines: hosts leased through the shared store.
+
+In one process, `PoliteFetcher` keeps each host's turn and delay in memory. Workers of a
+PostgreSQL store share the hosts they fetch, so they also share that state, in the
+`host_leases` table (migration 0008):
+
+- A host's row is **held** by the one worker fetching it, until `expires` — the latest
+  that fetch can end (the fetch's total timeout and a margin). No other worker starts a
+  fetch of the host meanwhile; a killed worker's hold runs out by itself.
+- The row carries the host's **next allowed fetch time** (`next_at`): the fetching
+  worker sets it when the fetch ends (its delay, Crawl-delay, Retry-After, parking), and
+  the next worker to take the host, wherever it runs, waits for it.
+- A server address (`ip:ADDR`) is never held, only spaced: taking a host also moves the
+  address's `next_at` to now plus the address delay, in the same transaction, so hosts
+  on one server are not started together by different workers.
+
+Taking is one short transaction (`SELECT … FOR UPDATE` of the two rows on PostgreSQL),
+giving back another. A worker that is told to wait sleeps until the time it was given
+and asks again; its own in-process state keeps it from asking before that.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..store import Tx
+from ..store.aio import AsyncStore
+
+__all__ = ["HELD_POLL", "HostLeases"]
+
+HELD_POLL = 0.05
+"""Seconds between two asks for a host another worker is fetching."""
+
+
+class HostLeases:
+    """The store's host leases, as seen by one worker (`owner`)."""
+
+    def __init__(self, store: AsyncStore, owner: str) -> None:
+        self.store = store
+        self.owner = owner
+
+    async def take(
+        self, host: str, ip: str | None, now: float, hold_until: float, ip_delay: float
+    ) -> float | None:
+        """Hold `host` until `hold_until` and space `ip` by `ip_delay` from `now`, if both
+        may be fetched at `now`: None. Otherwise change nothing and return when to ask
+        again."""
+        keys = [f"host:{host}"] + ([f"ip:{ip}"] if ip else [])
+
+        def take(tx: Tx) -> float | None:
+            for key in keys:
+                tx.execute("ensure_host_lease", key=key)
+            rows = {r["key"]: r for r in tx.all("get_host_leases", keys=json.dumps(sorted(keys)))}
+            held = rows[keys[0]]
+            due = float(held["next_at"])
+            expires = held["expires"]
+            if held["owner"] is not None and expires is not None and float(expires) > now:
+                # Held: the holder gives it back when its fetch ends, mostly long before
+                # its hold runs out; ask again soon.
+                due = max(due, min(float(expires), now + HELD_POLL))
+            if len(keys) > 1:
+                due = max(due, float(rows[keys[1]]["next_at"]))
+            if due > now:
+                return due
+            tx.execute(
+                "hold_host_lease",
+                key=keys[0],
+                owner=self.owner,
+                expires=hold_until,
+                next_at=float(held["next_at"]),
+            )
+            if len(keys) > 1:
+                tx.execute("bump_host_lease", key=keys[1], next_at=now + ip_delay)
+            return None
+
+        return await self.store.run(take)
+
+    async def give(self, host: str, next_at: float, ip: str | None, ip_next_at: float) -> None:
+        """The fetch of `host` ended: it may next be fetched at `next_at` (and its
+        address at `ip_next_at`)."""
+
+        def give(tx: Tx) -> None:
+            tx.execute("give_host_lease", key=f"host:{host}", owner=self.owner, next_at=next_at)
+            if ip:
+                tx.execute("bump_host_lease", key=f"ip:{ip}", next_at=ip_next_at)
+
+        await self.store.run(give)
+
+    async def release_all(self) -> int:
+        """Hand back every host this worker holds (when it stops)."""
+        return await self.store.run(lambda tx: tx.execute("release_host_leases", owner=self.owner))

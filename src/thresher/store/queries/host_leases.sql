@@ -1,0 +1,31 @@
+-- Host and address leases (migration 0008, thresher.fetch.leases).
+
+-- name: get_host_leases
+SELECT key, owner, expires, next_at FROM host_leases
+WHERE key IN (SELECT value FROM json_each(:keys))
+
+-- name: ensure_host_lease
+INSERT INTO host_leases (key, owner, expires, next_at) VALUES (:key, NULL, NULL, 0)
+ON CONFLICT (key) DO NOTHING
+
+-- name: hold_host_lease
+UPDATE host_leases SET owner = :owner, expires = :expires, next_at = :next_at
+WHERE key = :key
+
+-- name: give_host_lease
+UPDATE host_leases SET owner = NULL, expires = NULL,
+    next_at = CASE WHEN next_at > :next_at THEN next_at ELSE :next_at END
+WHERE key = :key AND owner = :owner
+
+-- name: release_host_leases
+-- A worker that stops hands back what it holds; the times it set stay.
+UPDATE host_leases SET owner = NULL, expires = NULL WHERE owner = :owner
+
+-- name: held_host_leases
+SELECT key, owner, expires, next_at FROM host_leases
+WHERE owner IS NOT NULL AND expires > :now ORDER BY owner, key
+
+-- name: bump_host_lease
+-- An address is never held, only spaced: its next time moves forward, never back.
+UPDATE host_leases SET next_at = CASE WHEN next_at > :next_at THEN next_at ELSE :next_at END
+WHERE key = :key

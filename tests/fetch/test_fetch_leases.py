@@ -1,0 +1,151 @@
+"""Politeness shared through a PostgreSQL store (`thresher.fetch.leases`): polite fetchers
+of different workers, each with its own memory, take turns on a host and on a server
+address, and a worker that vanishes mid-fetch does not block the host for ever."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+
+import pytest
+from aiohttp import web
+from fetch_servers import serve
+
+from conftest import new_pg_database
+from thresher.clock import SystemClock
+from thresher.fetch import FetchSettings
+from thresher.fetch.leases import HELD_POLL, HostLeases
+from thresher.fetch.polite import PoliteFetcher
+from thresher.frontier import Politeness
+from thresher.store.aio import AsyncStore
+
+SETTINGS = FetchSettings(allow_private=True, total_timeout=5.0)
+
+
+@pytest.fixture
+def pg_url(pg_admin_url: str) -> str:
+    return new_pg_database(pg_admin_url)
+
+
+class Log:
+    def __init__(self) -> None:
+        self.starts: list[tuple[str, float]] = []  # (host header, time) of page requests
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.path == "/robots.txt":
+            return web.Response(status=404)
+        self.starts.append((request.host.split(":")[0], time.monotonic()))
+        await asyncio.sleep(0.02)
+        return web.Response(text="page")
+
+
+def gaps(times: list[float]) -> list[float]:
+    return [b - a for a, b in itertools.pairwise(sorted(times))]
+
+
+def test_workers_with_their_own_memory_take_turns_on_a_host(pg_url: str) -> None:
+    log = Log()
+    delay = 0.3
+
+    async def body() -> None:
+        store = await AsyncStore(pg_url, 3).open()
+        try:
+            async with serve(log.handle) as base:
+                fetchers = [
+                    PoliteFetcher(
+                        SETTINGS,
+                        Politeness(delay=delay, ip_delay=0.0),
+                        SystemClock(),
+                        leases=HostLeases(store, f"worker-{i}"),
+                    )
+                    for i in range(3)
+                ]
+                for f in fetchers:
+                    await f.__aenter__()
+                try:
+                    await asyncio.gather(
+                        *(
+                            f.get(f"{base}/p{i}-{n}")
+                            for i, f in enumerate(fetchers)
+                            for n in range(3)
+                        )
+                    )
+                finally:
+                    for f in fetchers:
+                        await f.__aexit__(None, None, None)
+        finally:
+            await store.close()
+
+    asyncio.run(body())
+    assert len(log.starts) == 9
+    # Nine fetches from three workers, never two within the delay (a little slack for
+    # the clock: the delay counts from the end of the previous fetch).
+    assert min(gaps([t for _, t in log.starts])) >= delay
+
+
+def test_hosts_on_one_address_are_spaced_across_workers(pg_url: str) -> None:
+    log = Log()
+    ip_delay = 0.25
+
+    async def body() -> None:
+        store = await AsyncStore(pg_url, 2).open()
+        try:
+            async with serve(log.handle) as base:
+                port = base.rsplit(":", 1)[1]
+                # Two host names for one address: 127.0.0.1 and localhost.
+                hosts = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+                fetchers = [
+                    PoliteFetcher(
+                        SETTINGS,
+                        Politeness(delay=0.0, ip_delay=ip_delay),
+                        SystemClock(),
+                        leases=HostLeases(store, f"w{i}"),
+                    )
+                    for i in range(2)
+                ]
+                for f in fetchers:
+                    await f.__aenter__()
+                try:
+                    await asyncio.gather(
+                        *(
+                            f.get(f"{hosts[i]}/p{n}")
+                            for i, f in enumerate(fetchers)
+                            for n in range(3)
+                        )
+                    )
+                finally:
+                    for f in fetchers:
+                        await f.__aexit__(None, None, None)
+        finally:
+            await store.close()
+
+    asyncio.run(body())
+    assert {h for h, _ in log.starts} == {"127.0.0.1", "localhost"}
+    assert min(gaps([t for _, t in log.starts])) >= ip_delay * 0.95
+
+
+def test_a_vanished_holder_blocks_the_host_only_until_its_hold_runs_out(pg_url: str) -> None:
+    async def body() -> None:
+        store = await AsyncStore(pg_url).open()
+        try:
+            gone, alive = HostLeases(store, "gone"), HostLeases(store, "alive")
+            now = time.time()
+            assert await gone.take("h.example", None, now, now + 30, 0.0) is None
+            # Held: the other worker is told to ask again soon (the holder may give it
+            # back any moment), but not later than when the hold runs out.
+            again = await alive.take("h.example", None, now + 1, now + 31, 0.0)
+            assert again == pytest.approx(now + 1 + HELD_POLL)
+            assert await alive.take("h.example", None, now + 29.99, now + 60, 0.0) == now + 30
+            assert await alive.take("h.example", None, now + 31, now + 61, 0.0) is None
+            # A clean give hands the host over with its next allowed time.
+            await alive.give("h.example", now + 40, None, 0.0)
+            assert await gone.take("h.example", None, now + 35, now + 65, 0.0) == now + 40
+            # A worker that stops releases what it holds at once.
+            assert await gone.take("h.example", None, now + 40, now + 70, 0.0) is None
+            assert await gone.release_all() == 1
+            assert await alive.take("h.example", None, now + 41, now + 71, 0.0) is None
+        finally:
+            await store.close()
+
+    asyncio.run(body())
