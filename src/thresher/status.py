@@ -94,17 +94,26 @@ def collect_status(
         }
         for r in tx.all("leased_jobs")
     ]
-    workers = [
-        {
-            "name": w["owner"],
-            "hostname": w["hostname"],
-            "pid": int(w["pid"]),
-            "started": iso(w["started"]),
-            "heartbeat": iso(w["heartbeat"]),
-            "jobs_done": int(w["jobs_done"]),
-        }
-        for w in tx.all("live_workers", since=now - _LIVE_LEASES * lease_seconds)
-    ]
+    hosts: dict[str, list[str]] = {}
+    for lease in tx.all("held_host_leases", now=now):
+        hosts.setdefault(lease["owner"], []).append(lease["key"].split(":", 1)[1])
+    workers = []
+    for w in tx.all("live_workers", since=now - _LIVE_LEASES * lease_seconds):
+        alive = max(1e-9, float(w["heartbeat"]) - float(w["started"]))
+        workers.append(
+            {
+                "name": w["owner"],
+                "hostname": w["hostname"],
+                "pid": int(w["pid"]),
+                "started": iso(w["started"]),
+                "heartbeat": iso(w["heartbeat"]),
+                "jobs_done": int(w["jobs_done"]),
+                # As of its last heartbeat: jobs done since it started, per second.
+                "jobs_per_second": round(int(w["jobs_done"]) / alive, 2),
+                "jobs": [r["job"] for r in running if r["owner"] == w["owner"]],
+                "hosts": sorted(hosts.get(w["owner"], [])),
+            }
+        )
     return {
         "store": store,
         "sources": sources,

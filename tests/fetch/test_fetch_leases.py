@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 
 import pytest
 from aiohttp import web
@@ -18,6 +19,7 @@ from thresher.fetch import FetchSettings
 from thresher.fetch.leases import HELD_POLL, HostLeases
 from thresher.fetch.polite import PoliteFetcher
 from thresher.frontier import Politeness
+from thresher.store import Tx
 from thresher.store.aio import AsyncStore
 
 SETTINGS = FetchSettings(allow_private=True, total_timeout=5.0)
@@ -145,6 +147,47 @@ def test_a_vanished_holder_blocks_the_host_only_until_its_hold_runs_out(pg_url: 
             assert await gone.take("h.example", None, now + 40, now + 70, 0.0) is None
             assert await gone.release_all() == 1
             assert await alive.take("h.example", None, now + 41, now + 71, 0.0) is None
+        finally:
+            await store.close()
+
+    asyncio.run(body())
+
+
+def test_a_hold_ends_when_its_worker_is_known_to_be_gone(pg_url: str) -> None:
+    def worker(owner: str, heartbeat: float, stopped: bool = False) -> Callable[[Tx], None]:
+        def write(tx: Tx) -> None:
+            tx.execute(
+                "upsert_worker",
+                owner=owner,
+                hostname="elsewhere",
+                pid=1,
+                boot_id=None,
+                jobs_done=0,
+                now=heartbeat,
+            )
+            if stopped:
+                tx.execute("stop_worker", owner=owner, now=heartbeat, jobs_done=0)
+
+        return write
+
+    async def body() -> None:
+        store = await AsyncStore(pg_url).open()
+        try:
+            now = time.time()
+            others = HostLeases(store, "other", lease_seconds=10)
+            for name, beat, stopped in (("silent", now - 11, False), ("stopped", now, True)):
+                await store.run(worker(name, now))
+                holder = HostLeases(store, name, lease_seconds=10)
+                assert await holder.take(f"{name}.example", None, now, now + 60, 0.0) is None
+                assert await others.take(f"{name}.example", None, now, now + 60, 0.0) is not None
+                await store.run(worker(name, beat, stopped))
+                assert await others.take(f"{name}.example", None, now, now + 60, 0.0) is None
+            # A process of this machine that no longer exists, as is_dead_here tells.
+            dead = HostLeases(store, "dead")
+            await store.run(worker("dead", now))
+            assert await dead.take("dead.example", None, now, now + 60, 0.0) is None
+            judge = HostLeases(store, "judge", is_dead=lambda w: w["hostname"] == "elsewhere")
+            assert await judge.take("dead.example", None, now, now + 60, 0.0) is None
         finally:
             await store.close()
 

@@ -346,3 +346,15 @@ def test_a_cancelled_fetch_goes_back_to_the_head_of_its_queue() -> None:
     wb.on_cancel(again)
     with pytest.raises(ValueError, match="not in flight"):
         wb.on_cancel(again)
+
+
+def test_a_resumed_workbench_holds_every_host_back_until_not_before() -> None:
+    wb = Workbench(Politeness(delay=2.0, ip_delay=1.0), not_before=102.0)
+    wb.add("http://a.example/1", 0, 100.0)
+    wb.on_resolved("b.example", "10.0.0.1")
+    wb.add("http://b.example/1", 0, 100.0)
+    # Nothing before not_before, though neither host was fetched in this session.
+    assert wb.next_fetch(100.0) == 102.0
+    first = take(wb, 102.0)
+    second = take(wb, 102.0)
+    assert {first.url, second.url} == {"http://a.example/1", "http://b.example/1"}

@@ -55,7 +55,13 @@ def status_command(app: App, as_json: bool) -> None:
     for r in status["running"]:
         console.print(f"running: {r['job']} ({r['kind']}) by {r['owner']} since {r['since']}")
     for w in status["workers"]:
-        console.print(f"worker: {w['name']} heartbeat {w['heartbeat']}, {w['jobs_done']} jobs done")
+        holds = f", holds {len(w['jobs'])} jobs" + (
+            f" and hosts {', '.join(w['hosts'])}" if w["hosts"] else ""
+        )
+        console.print(
+            f"worker: {w['name']} on {w['hostname']}, heartbeat {w['heartbeat']}, "
+            f"{w['jobs_done']} jobs done ({w['jobs_per_second']}/s){holds}"
+        )
 
 
 def _print_archive(console: Console, name: str, archive: dict[str, Any]) -> None:

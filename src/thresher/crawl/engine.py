@@ -162,6 +162,12 @@ class CrawlEngine:
         t0 = time.monotonic()
         loaded = await self.store.run(lambda tx: self.ledger.load(tx, self.clock.now()))
         setup = self._restore(loaded)
+        if self._finished_before:
+            # Resumed: the session before may have died a moment ago, mid-fetch, in
+            # another process. Its hosts' clocks died with it, so every host waits one
+            # delay from now before its first fetch.
+            policy = self.workbench.policy
+            self.workbench.not_before = self.clock.now() + max(policy.delay, policy.ip_delay)
         self.pages = await open_pages(setup, self.settings.parse_processes)
         try:
             async with Fetcher(self.fetch_settings) as fetcher:

@@ -14,6 +14,9 @@ PostgreSQL store share the hosts they fetch, so they also share that state, in t
   address's `next_at` to now plus the address delay, in the same transaction, so hosts
   on one server are not started together by different workers.
 
+A hold also ends when its worker is known to be gone: stopped, silent for a lease
+period, or (on this machine) a process that no longer exists.
+
 Taking is one short transaction (`SELECT … FOR UPDATE` of the two rows on PostgreSQL),
 giving back another. A worker that is told to wait sleeps until the time it was given
 and asks again; its own in-process state keeps it from asking before that.
@@ -22,8 +25,9 @@ and asks again; its own in-process state keeps it from asking before that.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
-from ..store import Tx
+from ..store import Row, Tx
 from ..store.aio import AsyncStore
 
 __all__ = ["HELD_POLL", "HostLeases"]
@@ -35,9 +39,18 @@ HELD_POLL = 0.05
 class HostLeases:
     """The store's host leases, as seen by one worker (`owner`)."""
 
-    def __init__(self, store: AsyncStore, owner: str) -> None:
+    def __init__(
+        self,
+        store: AsyncStore,
+        owner: str,
+        *,
+        lease_seconds: float = 60.0,
+        is_dead: Callable[[Row], bool] = lambda worker: False,
+    ) -> None:
         self.store = store
         self.owner = owner
+        self.lease_seconds = lease_seconds
+        self.is_dead = is_dead
 
     async def take(
         self, host: str, ip: str | None, now: float, hold_until: float, ip_delay: float
@@ -54,7 +67,7 @@ class HostLeases:
             held = rows[keys[0]]
             due = float(held["next_at"])
             expires = held["expires"]
-            if held["owner"] is not None and expires is not None and float(expires) > now:
+            if self._holding(held, now):
                 # Held: the holder gives it back when its fetch ends, mostly long before
                 # its hold runs out; ask again soon.
                 due = max(due, min(float(expires), now + HELD_POLL))
@@ -74,6 +87,19 @@ class HostLeases:
             return None
 
         return await self.store.run(take)
+
+    def _holding(self, lease: Row, now: float) -> bool:
+        """Whether another worker holds `lease`: not when its hold ran out, nor when the
+        worker stopped, went silent for a lease period, or is a process of this machine
+        that no longer exists (a `kill -9` need not block its hosts until the hold ends)."""
+        expires = lease["expires"]
+        if lease["owner"] is None or expires is None or float(expires) <= now:
+            return False
+        if lease["hostname"] is None:
+            return True  # no worker row yet: trust the hold
+        if lease["stopped"] is not None or float(lease["heartbeat"]) < now - self.lease_seconds:
+            return False
+        return not self.is_dead(lease)
 
     async def give(self, host: str, next_at: float, ip: str | None, ip_next_at: float) -> None:
         """The fetch of `host` ended: it may next be fetched at `next_at` (and its

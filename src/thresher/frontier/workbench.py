@@ -51,8 +51,11 @@ class WorkbenchStats:
 class Workbench:
     """Per-host FIFOs of ready URLs, and a heap of hosts by when they may next be fetched."""
 
-    def __init__(self, policy: Politeness | None = None) -> None:
+    def __init__(self, policy: Politeness | None = None, not_before: float = 0.0) -> None:
         self.policy = policy or Politeness()
+        # No host is fetched before this: a crawl resumed after a crash holds back one
+        # delay, since the process that died may have fetched any host just before.
+        self.not_before = not_before
         self._hosts: dict[str, HostState] = {}
         self._ips: dict[str, IpState] = {}
         self._heap: list[tuple[float, int, str]] = []
@@ -74,7 +77,7 @@ class Workbench:
         host = host_of(url)
         state = self._hosts.get(host)
         if state is None:
-            state = self._hosts[host] = HostState(host)
+            state = self._hosts[host] = HostState(host, next_allowed=self.not_before)
         cap = self.policy.max_per_host
         if cap is not None and state.accepted >= cap:
             self.capped += 1
@@ -89,15 +92,15 @@ class Workbench:
         """Attach the IP address DNS gave for `host`: from now on it shares that IP's clock."""
         state = self._hosts.get(host)
         if state is None:
-            state = self._hosts[host] = HostState(host)
+            state = self._hosts[host] = HostState(host, next_allowed=self.not_before)
         state.ip = ip
-        self._ips.setdefault(ip, IpState())
+        self._ips.setdefault(ip, IpState(next_allowed=self.not_before))
 
     def set_crawl_delay(self, host: str, delay: float | None) -> None:
         """robots.txt's Crawl-delay for `host` (used when larger than the configured delay)."""
         state = self._hosts.get(host)
         if state is None:
-            state = self._hosts[host] = HostState(host)
+            state = self._hosts[host] = HostState(host, next_allowed=self.not_before)
         state.crawl_delay = max(0.0, delay or 0.0)
 
     def on_done(

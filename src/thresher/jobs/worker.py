@@ -239,7 +239,16 @@ class WorkerPool:
                 max_decoded=HANDLER_MAX_BODY,
             )
             politeness = Politeness(delay=key[1], ip_delay=key[1] / 2)
-            leases = HostLeases(self.store, self.owner) if self.shared_store else None
+            leases = (
+                HostLeases(
+                    self.store,
+                    self.owner,
+                    lease_seconds=self.config.lease_seconds,
+                    is_dead=is_dead_here,
+                )
+                if self.shared_store
+                else None
+            )
             fetcher = await PoliteFetcher(
                 settings, politeness, self.clock, leases=leases
             ).__aenter__()

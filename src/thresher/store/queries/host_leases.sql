@@ -1,8 +1,11 @@
 -- Host and address leases (migration 0008, thresher.fetch.leases).
 
 -- name: get_host_leases
-SELECT key, owner, expires, next_at FROM host_leases
-WHERE key IN (SELECT value FROM json_each(:keys))
+-- With the holder's worker row, to tell a live holder from a dead one.
+SELECT l.key, l.owner, l.expires, l.next_at,
+       w.hostname, w.pid, w.boot_id, w.heartbeat, w.stopped
+FROM host_leases l LEFT JOIN workers w ON w.owner = l.owner
+WHERE l.key IN (SELECT value FROM json_each(:keys))
 
 -- name: ensure_host_lease
 INSERT INTO host_leases (key, owner, expires, next_at) VALUES (:key, NULL, NULL, 0)

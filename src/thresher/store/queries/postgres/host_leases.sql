@@ -1,6 +1,8 @@
 -- name: get_host_leases
 -- FOR UPDATE: two workers deciding on one host at once take turns.
-SELECT key, owner, expires, next_at FROM host_leases
-WHERE key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
-ORDER BY key
-FOR UPDATE
+SELECT l.key, l.owner, l.expires, l.next_at,
+       w.hostname, w.pid, w.boot_id, w.heartbeat, w.stopped
+FROM host_leases l LEFT JOIN workers w ON w.owner = l.owner
+WHERE l.key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
+ORDER BY l.key
+FOR UPDATE OF l
