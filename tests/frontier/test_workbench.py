@@ -358,3 +358,11 @@ def test_a_resumed_workbench_holds_every_host_back_until_not_before() -> None:
     first = take(wb, 102.0)
     second = take(wb, 102.0)
     assert {first.url, second.url} == {"http://a.example/1", "http://b.example/1"}
+
+
+def test_a_fetch_beside_the_workbench_spaces_the_hosts_next_fetch() -> None:
+    wb = Workbench(Politeness(delay=2.0, ip_delay=0.0))
+    wb.add("http://a.example/1", 0, 10.0)
+    wb.on_side_fetch("a.example", 10.5)  # its robots.txt, fetched by the crawler itself
+    assert wb.next_fetch(10.5) == 12.5
+    assert take(wb, 12.5).url == "http://a.example/1"

@@ -370,6 +370,8 @@ class CrawlEngine:
         waiting = self._waiting.pop(site, [])
         for host in {host_of(u) for u, _, _ in waiting}:
             self.workbench.set_crawl_delay(host, delay)
+        # robots.txt was a request to the host like any other: the first page waits.
+        self.workbench.on_side_fetch(host_of(url), now)
         self._robots_inflight.discard(site)
         for u, h, depth in waiting:
             self._admit(u, h, depth, now)

@@ -96,6 +96,16 @@ class Workbench:
         state.ip = ip
         self._ips.setdefault(ip, IpState(next_allowed=self.not_before))
 
+    def on_side_fetch(self, host: str, now: float) -> None:
+        """A fetch of `host` made beside the workbench (its robots.txt) ended at `now`:
+        the host's next fetch waits its delay too."""
+        state = self._hosts.get(host)
+        if state is None:
+            state = self._hosts[host] = HostState(host, next_allowed=self.not_before)
+        state.next_allowed = max(state.next_allowed, now + state.delay(self.policy))
+        if state.queue:
+            self._schedule(state)
+
     def set_crawl_delay(self, host: str, delay: float | None) -> None:
         """robots.txt's Crawl-delay for `host` (used when larger than the configured delay)."""
         state = self._hosts.get(host)

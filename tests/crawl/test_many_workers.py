@@ -1,0 +1,180 @@
+"""Three `thresher worker` processes on one PostgreSQL store, one of them killed with
+`kill -9` in the middle: a crawl of a multi-host site, a URL list on another site and a
+mail archive are each stored exactly once, the same as with one worker, and (from the
+servers' own request logs) no host is ever fetched twice within its delay."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crawlsite import SiteServer, build_site
+from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
+
+from cli_proc import Home
+from conftest import new_pg_database
+from thresher.archives.demo import DemoArchive
+from thresher.archives.demo_messages import generate_messages
+
+DELAY = 0.2
+ADDR = "team@example.org"
+MONTHS = [f"2024-{m:02d}" for m in range(1, 13)]
+
+
+def scope_of(site: SiteServer) -> str:
+    return rf"^http://127\.0\.0\.\d+:{site.port}/"
+
+
+def crawled(home: Path) -> Counter[str]:
+    uris: Counter[str] = Counter()
+    for path in sorted(home.glob("warc/web/*.warc.gz")):
+        with path.open("rb") as f:
+            for rec in ArchiveIterator(f):
+                if rec.rec_type in ("response", "revisit"):
+                    uris[rec.rec_headers.get_header("WARC-Target-URI")] += 1
+    return uris
+
+
+def setup_sources(
+    home: Home, crawl: SiteServer, seeds: list[str], docs: SiteServer, archive_url: str
+) -> None:
+    polite = ["-o", "allow_private=true", "-o", f"delay={DELAY}"]
+    home.run(
+        "source",
+        "add",
+        "web",
+        seeds[0],
+        "--type",
+        "web",
+        "-o",
+        "seeds=" + " ".join(seeds[1:]),
+        "-o",
+        f"scope={scope_of(crawl)}",
+        *polite,
+    )
+    listing = home.path / "docs.txt"
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    listing.write_text("\n".join(sorted(docs.pages)) + "\n")
+    home.run("source", "add", "docs", str(listing), "--type", "urls", *polite)
+    home.run("source", "add", "list", archive_url, *polite)
+
+
+def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
+    """Queue a run of every source, let `workers` workers do it (killing the one that
+    holds the crawl once work is under way), and return what was stored."""
+    home.run("run", "--detach")
+    procs = {
+        i: home.start("worker", "--name", f"w{i}", "-c", "4", "--grace", "5")
+        for i in range(workers)
+    }
+    deadline = time.monotonic() + 240
+    killed = None
+    try:
+        while True:
+            assert time.monotonic() < deadline, "the workers did not finish"
+            for i, proc in procs.items():
+                assert i == killed or proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+            if kill and killed is None:
+                # Once pages, documents and messages are all coming in, kill -9 the
+                # worker that holds the crawl (its pid is part of its lease owner).
+                progress = home.query(
+                    "SELECT (SELECT count(*) FROM documents) AS docs,"
+                    " (SELECT count(*) FROM messages) AS msgs,"
+                    " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
+                )[0]
+                owners = home.query(
+                    "SELECT lease_owner FROM jobs WHERE kind = 'web.crawl' AND state = 'leased'"
+                )
+                if owners and progress["docs"] and progress["msgs"] and progress["pages"] >= 10:
+                    pid = int(str(owners[0]["lease_owner"]).split(":")[1])
+                    [killed] = [i for i, p in procs.items() if p.pid == pid]
+                    os.kill(pid, signal.SIGKILL)
+                    procs[killed].communicate()
+            runs = home.query("SELECT outcome FROM source_runs")
+            if runs and all(r["outcome"] != "running" for r in runs):
+                break
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs.values():
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+    assert not kill or killed is not None, "the crawl finished before a worker could be killed"
+    return {
+        "outcomes": sorted(r["outcome"] for r in home.query("SELECT outcome FROM source_runs")),
+        "pages": crawled(home.path),
+        "docs": {r["url"]: r["sha256"] for r in home.query("SELECT url, sha256 FROM documents")},
+        "messages": Counter(r["message_id"] for r in home.query("SELECT message_id FROM messages")),
+        "workers": home.query("SELECT owner, jobs_done FROM workers"),
+    }
+
+
+def too_close(times_by_host: dict[str, list[float]]) -> dict[str, float]:
+    """Hosts fetched twice within the delay, with their shortest gap."""
+    out = {}
+    for host, times in times_by_host.items():
+        gaps = [b - a for a, b in itertools.pairwise(sorted(times))]
+        if gaps and min(gaps) < DELAY * 0.95:
+            out[host] = min(gaps)
+    return out
+
+
+@pytest.mark.slow
+def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
+    pg_admin_url: str, tmp_path: Path
+) -> None:
+    with (
+        SiteServer(hosts=3) as crawl,
+        SiteServer(hosts=2) as docs,
+        DemoArchive() as archive,
+    ):
+        seeds = build_site(crawl, pages_per_host=25)
+        build_site(docs, pages_per_host=15, seed=11)
+        expected_pages = crawl.reachable(seeds)
+        archive.add_list(ADDR, MONTHS[0], generate_messages(ADDR, MONTHS, 30, seed=5))
+        url = archive.url("pipermail", ADDR)
+
+        single = Home(tmp_path / "single", new_pg_database(pg_admin_url))
+        setup_sources(single, crawl, seeds, docs, url)
+        one = harvest(single, workers=1, kill=False)
+
+        crawl.hits.clear()
+        docs.hits.clear()
+        archive.requests.clear()
+        fleet = Home(tmp_path / "fleet", new_pg_database(pg_admin_url), THRESHER_LEASE_SECONDS="3")
+        setup_sources(fleet, crawl, seeds, docs, url)
+        three = harvest(fleet, workers=3, kill=True)
+
+        hits: dict[str, list[float]] = defaultdict(list)
+        for server in (crawl, docs):
+            for hit in server.hits:
+                hits[hit.url.split("/")[2]].append(hit.at)
+        for req in archive.requests:
+            hits[req.headers.get("Host", "archive")].append(
+                time.monotonic() - time.time() + req.time
+            )
+
+    assert one["outcomes"] == three["outcomes"] == ["ok", "ok", "ok"]
+    # Each page, document and message stored once, and the same set as one worker's.
+    assert set(three["pages"]) >= expected_pages
+    assert set(three["pages"]) == set(one["pages"])
+    assert max(three["pages"].values()) == 1
+    assert three["docs"] == one["docs"] and len(three["docs"]) == len(docs.pages)
+    assert three["messages"] == one["messages"]
+    assert max(three["messages"].values()) == 1 and len(three["messages"]) == 12 * 30
+    # The work was shared: at least two workers did jobs (the killed one's count may
+    # not have reached its last heartbeat).
+    assert sum(1 for w in three["workers"] if w["jobs_done"]) >= 2
+    assert too_close(hits) == {}
