@@ -1,0 +1,92 @@
+"""`thresher worker` and `thresher run --detach` as users run them: real processes on a
+real store of each backend."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_proc import Home
+from conftest import new_pg_database
+
+
+@pytest.fixture
+def home(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Home:
+    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
+    return Home(tmp_path / "home", db, THRESHER_LEASE_SECONDS="3")
+
+
+def wait_for(check: object, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return out, err
+
+
+def test_detached_runs_are_done_by_workers_who_close_them(home: Home) -> None:
+    home.run("source", "add", "syn", "synthetic:", "-o", "jobs=60", "-o", "work_ms=10")
+    queued = home.run("run", "--detach").stdout
+    assert "syn: queued as run 1" in queued
+    assert home.query("SELECT outcome FROM source_runs") == [{"outcome": "running"}]
+    workers = [home.start("worker", "--name", f"w{i}", "-c", "3") for i in range(2)]
+    try:
+        wait_for(
+            lambda: home.query("SELECT outcome FROM source_runs") == [{"outcome": "ok"}],
+            "the workers to finish and close the run",
+        )
+        # A run queued while they wait is picked up too.
+        home.run("run", "--detach")
+        wait_for(
+            lambda: (
+                [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")]
+                == ["ok", "ok"]
+            ),
+            "the second run",
+        )
+    finally:
+        outputs = [stop(w)[0] for w in workers]
+    assert all("stopped: jobs done" in out for out in outputs)
+    leaves = home.query(
+        "SELECT job_key FROM synthetic_results WHERE value LIKE 'leaf%' ORDER BY job_key"
+    )
+    assert len(leaves) == 120 and len({r["job_key"] for r in leaves}) == 120
+
+
+def test_sigterm_hands_unfinished_jobs_back_at_once(home: Home) -> None:
+    home.run("source", "add", "slow", "synthetic:", "-o", "jobs=4", "-o", "work_ms=60000")
+    home.run("run", "--detach")
+    worker = home.start("worker", "--name", "busy", "-c", "2", "--grace", "0")
+    try:
+        wait_for(
+            lambda: (
+                len(
+                    home.query(
+                        "SELECT id FROM jobs WHERE kind = 'synthetic.leaf' AND state = 'leased'"
+                    )
+                )
+                == 2
+            ),
+            "two leaves in flight",
+        )
+        status = json.loads(home.run("status", "--json").stdout)
+        [mine] = [w for w in status["workers"] if w["name"].startswith("busy:")]
+        assert len(mine["jobs"]) == 2
+    finally:
+        started = time.monotonic()
+        out, _ = stop(worker)
+    assert time.monotonic() - started < 10  # not the minute the jobs would take
+    assert "handed back 2" in out
+    leaves = home.query("SELECT state, attempts FROM jobs WHERE kind = 'synthetic.leaf'")
+    assert [(r["state"], r["attempts"]) for r in leaves] == [("pending", 0)] * 4
