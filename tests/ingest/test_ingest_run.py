@@ -436,3 +436,45 @@ def test_a_page_deals_each_hosts_urls_out_in_turns() -> None:
         "http://c/2",
         "http://A/3",
     ]
+
+
+def test_ingest_run_detached_is_done_by_two_workers(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    import signal
+
+    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
+    home = Home(tmp_path / "home", db)
+    with LandingSite() as site:
+        for i in range(30):
+            site.pages[f"/d/{i}.pdf"] = Page(pdf_bytes(f"d{i}"), content_type="application/pdf")
+        dump = tmp_path / "dump.jsonl"
+        dump.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "ingest_type": "pdf",
+                        "base_url": site.url(f"/d/{i}.pdf"),
+                        "link_source_id": str(i),
+                    }
+                )
+                + "\n"
+                for i in range(30)
+            )
+        )
+        home.run("ingest", "load", str(dump), "--source", "s")
+        out = home.run("ingest", "run", "--allow-private", "--delay", "0", "--detach").stdout
+        assert out.startswith("ingest: queued as run 1")
+        workers = [home.start("worker", "-c", "3") for _ in range(2)]
+        deadline = time.monotonic() + 60
+        while home.query("SELECT outcome FROM source_runs") != [{"outcome": "ok"}]:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+            w.communicate(timeout=30)
+        assert all(n == 1 for n in site.counts().values()) and len(site.counts()) == 30
+    rows = home.query("SELECT status FROM ingest_results")
+    assert [r["status"] for r in rows] == ["success"] * 30
+    # Each worker process wrote to its own WARC slot, and every body is there once.
+    assert len(warc_responses(home.path)) == 30

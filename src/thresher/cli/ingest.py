@@ -194,6 +194,9 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
     help="A file of more URL substrings never to fetch (one per line; 're:' for a regex).",
 )
 @click.option("-w", "--workers", type=click.IntRange(min=1), help="URLs fetched at once [4].")
+@click.option(
+    "--detach", is_flag=True, help="Only queue the run: `thresher worker` processes do it."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
 @click.option(
     "--progress/--no-progress", default=None, help="Progress bar (default: on a terminal)."
@@ -206,6 +209,7 @@ def run_command(
     force: bool,
     blocklist: Path | None,
     workers: int | None,
+    detach: bool,
     as_json: bool,
     progress: bool | None,
     **flags: Any,
@@ -240,7 +244,14 @@ def run_command(
     setup_logging(app.verbose, console)
     started = time.monotonic()
     reports = asyncio.run(
-        run_plan(config, (INGEST_SOURCE,), None, console, options={INGEST_SOURCE: options})
+        run_plan(
+            config,
+            (INGEST_SOURCE,),
+            None,
+            console,
+            options={INGEST_SOURCE: options},
+            detach=detach,
+        )
     )
     seconds = time.monotonic() - started
     report = reports[-1]
@@ -248,6 +259,12 @@ def run_command(
     for s in report.sources:
         outcome, error, run_id = s.outcome, s.error, s.run_id
     statuses: dict[str, int] = {}
+    if detach:
+        if as_json:
+            click.echo(json.dumps({"source": INGEST_SOURCE, "run": run_id, "status": outcome}))
+        else:
+            click.echo(f"ingest: queued as run {run_id}: `thresher worker` processes will do it")
+        return
     if run_id is not None:
         with app.store() as store, store.transaction(write=False) as tx:
             row = tx.one("source_run_started", id=run_id)
