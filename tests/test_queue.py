@@ -267,3 +267,17 @@ def test_a_dead_local_worker_loses_its_leases_at_once(store: Store) -> None:
     finally:
         alive.kill()
         alive.wait()
+
+
+def test_child_keys_of_a_long_chain_stay_short_and_distinct() -> None:
+    from thresher.jobs.queue import MAX_KEY, child_key
+
+    key, seen = "run1:ingest", set()
+    for _ in range(2000):  # an ingest of two million URLs: a chain of 2000 pages
+        key = child_key(key, "next")
+        assert len(key) <= MAX_KEY + 60
+        assert key not in seen
+        seen.add(key)
+        assert child_key(key, "f1") != child_key(key, "f2")
+    assert key.startswith("run1:ingest/~")
+    assert child_key("run1:x", "a") == "run1:x/a"

@@ -8,6 +8,7 @@ an attempt checks that the caller still owns the lease, so a worker whose lease 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from ..store import Row, Tx
 from .model import JOIN_KIND, Job, JobSpec, JobState, Outcome
 
 __all__ = [
+    "MAX_KEY",
     "child_key",
     "claim",
     "complete",
@@ -30,8 +32,21 @@ __all__ = [
 ]
 
 
+# Longest job key kept as the plain path of names. A chain of jobs each spawning the
+# next (ingest pages) would otherwise grow its keys without bound, past what a unique
+# index can hold (PostgreSQL: about 2700 bytes).
+MAX_KEY = 200
+
+
 def child_key(parent_key: str, name: str) -> str:
-    return f"{parent_key}/{name}"
+    """The key of child `name` of `parent_key`: the path of names, or, when that is too
+    long, the run's part, the parent's digest and the name (still one key per child)."""
+    key = f"{parent_key}/{name}"
+    if len(key) <= MAX_KEY:
+        return key
+    root = parent_key.split("/", 1)[0]
+    digest = hashlib.sha1(parent_key.encode()).hexdigest()[:20]
+    return f"{root}/~{digest}/{name}"
 
 
 def enqueue(
