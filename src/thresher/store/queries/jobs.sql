@@ -19,6 +19,9 @@ SELECT * FROM jobs WHERE id = :id
 SELECT * FROM jobs WHERE key = :key
 
 -- name: claim_job
+-- A commit job is claimable once no child is unfinished. The states are listed, not
+-- "<> 'done'": with a list the index jobs_parent (parent_id, state) finds an unfinished
+-- child in three probes, where "<> 'done'" reads every done child (a page of 1000).
 UPDATE jobs
 SET state = 'leased', lease_owner = :owner, lease_expires = :expires, updated = :now
 WHERE id = (
@@ -26,7 +29,8 @@ WHERE id = (
     WHERE j.state = 'pending' AND j.not_before <= :now
       AND j.source_run_id = :run
       AND (j.waits_for IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for AND c.state <> 'done'))
+            SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for
+                             AND c.state IN ('pending', 'leased', 'failed')))
     ORDER BY j.priority DESC, j.id
     LIMIT 1)
 RETURNING *

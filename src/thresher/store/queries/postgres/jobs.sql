@@ -11,7 +11,8 @@ WHERE id = (
       -- OFFSET 0 keeps this a per-row index probe: once ANALYZE has run, the planner
       -- would otherwise hash every unfinished job of the table on every claim.
       AND (j.waits_for IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for AND c.state <> 'done'
+            SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for
+                             AND c.state IN ('pending', 'leased', 'failed')
             OFFSET 0))
     ORDER BY j.priority DESC, j.id
     LIMIT 1
