@@ -61,9 +61,13 @@ class HostLeases:
         keys = [f"host:{host}"] + ([f"ip:{ip}"] if ip else [])
 
         def take(tx: Tx) -> float | None:
-            for key in keys:
-                tx.execute("ensure_host_lease", key=key)
-            rows = {r["key"]: r for r in tx.all("get_host_leases", keys=json.dumps(sorted(keys)))}
+            query = json.dumps(sorted(keys))
+            rows = {r["key"]: r for r in tx.all("get_host_leases", keys=query)}
+            if len(rows) < len(keys):  # a host or address not seen before
+                for key in keys:
+                    if key not in rows:
+                        tx.execute("ensure_host_lease", key=key)
+                rows = {r["key"]: r for r in tx.all("get_host_leases", keys=query)}
             held = rows[keys[0]]
             due = float(held["next_at"])
             expires = held["expires"]
