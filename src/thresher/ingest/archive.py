@@ -42,7 +42,7 @@ from ..errors import TransientError
 from ..fetch import Response
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
-from ..store.warc import WarcPosition, WarcWriter
+from ..store.warc import PreparedExchange, WarcPosition, WarcWriter
 
 __all__ = ["Archiver", "Kept", "SlotLost", "kept"]
 
@@ -151,8 +151,11 @@ class Archiver:
             try:
                 if self._writer is None:
                     await self._open()
-                bodies = [body for bodies, _ in batch for body in bodies]
-                await self.store.run(partial(self._commit, bodies, self.clock.now()))
+                unique = {body.sha1: body for bodies, _ in batch for body in bodies}
+                # Compressing is most of the work: done here, beside the store's thread,
+                # which only writes the new ones and commits.
+                prepared = await asyncio.to_thread(self._prepare, list(unique.values()))
+                await self.store.run(partial(self._commit, unique, prepared, self.clock.now()))
             except BaseException as exc:
                 if self._writer is not None:
                     # Written but not committed: resume from the committed position.
@@ -169,14 +172,35 @@ class Archiver:
                     if not done.done():
                         done.set_result(None)
 
-    def _commit(self, bodies: list[Kept], now: float, tx: Tx) -> None:
+    def _prepare(self, bodies: list[Kept]) -> dict[str, PreparedExchange]:
+        writer = self._writer
+        assert writer is not None
+        out = {}
+        for body in bodies:
+            resp = body.response
+            out[body.sha1] = writer.prepare_exchange(
+                url=resp.url,
+                request_head=resp.request_head,
+                response_head=resp.http_head(),
+                payload=resp.body,
+                ip=resp.ip,
+                fetched_at=resp.started,
+            )
+        return out
+
+    def _commit(
+        self,
+        unique: dict[str, Kept],
+        prepared: dict[str, PreparedExchange],
+        now: float,
+        tx: Tx,
+    ) -> None:
         writer = self._writer
         assert writer is not None
         # First: the slot is still ours. Taking its row lock (PostgreSQL) also keeps a
         # process taking it over from cutting the file while we write.
         if not tx.execute("touch_warc_slot", name=self.slot, owner=self.owner, now=now):
             raise SlotLost(f"WARC slot {self.slot} was taken over by another worker")
-        unique = {body.sha1: body for body in bodies}
         rows = [
             {
                 "sha1": b.sha1,
@@ -190,15 +214,7 @@ class Archiver:
         new = tx.all("insert_file_meta", rows=json.dumps(rows), now=now)
         located = []
         for row in sorted(new, key=lambda r: str(r["sha1"])):
-            resp = unique[row["sha1"]].response
-            record = writer.write_exchange(
-                url=resp.url,
-                request_head=resp.request_head,
-                response_head=resp.http_head(),
-                payload=resp.body,
-                ip=resp.ip,
-                fetched_at=resp.started,
-            )
+            record = writer.append(prepared[row["sha1"]])
             located.append(
                 {"sha1": row["sha1"], "warc_file": record.filename, "warc_offset": record.offset}
             )

@@ -100,6 +100,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REVISIT_PROFILE",
     "WARC_VERSION",
+    "PreparedExchange",
     "WarcError",
     "WarcPosition",
     "WarcWriter",
@@ -126,6 +127,21 @@ class WarcPosition:
 
     filename: str  # basename within the directory
     offset: int
+
+
+@dataclass(frozen=True)
+class PreparedExchange:
+    """An exchange's records, compressed, ready for `WarcWriter.append`."""
+
+    url: str
+    date: str
+    digest: str
+    response_id: str
+    mime: str | None
+    status: str | None
+    request: bytes
+    response: bytes
+    metadata: bytes
 
 
 @dataclass(frozen=True)
@@ -346,6 +362,35 @@ class WarcWriter:
         durable before the next `sync`.
         """
         self._check_usable()
+        return self.append(
+            self.prepare_exchange(
+                url=url,
+                request_head=request_head,
+                response_head=response_head,
+                payload=payload,
+                ip=ip,
+                fetched_at=fetched_at,
+                revisit_of=revisit_of,
+                payload_digest=payload_digest,
+                outlinks=outlinks,
+            )
+        )
+
+    def prepare_exchange(
+        self,
+        *,
+        url: str,
+        request_head: bytes,
+        response_head: bytes,
+        payload: bytes,
+        ip: str | None,
+        fetched_at: float,
+        revisit_of: tuple[str, float] | None = None,
+        payload_digest: str | None = None,
+        outlinks: Sequence[str] = (),
+    ) -> PreparedExchange:
+        """The records of `write_exchange`, built and compressed but not written: the
+        expensive part, which touches no file, so any thread may do it ahead of `append`."""
         _check_field(url, "url")
         if ip is not None:
             _check_field(ip, "ip")
@@ -392,25 +437,39 @@ class WarcWriter:
             metadata = self._member(
                 "metadata", _record_id(), common + concurrent, "application/warc-fields", block
             )
-
-        if self._exchanges and self._offset >= self._max_size:
-            self._rotate()
-        offset = self._offset + len(request)
         status, mime = http_status_and_mime(response_head)
-        # Before writing: the SURT key refuses some URLs (a port that is not a number).
-        line = cdxj_line(
+        return PreparedExchange(
             url=url,
-            warc_date=date,
+            date=date,
+            digest=digest,
+            response_id=response_id,
             mime="warc/revisit" if revisit_of is not None else mime,
             status=status,
-            digest=digest,
-            length=len(response),
+            request=request,
+            response=response,
+            metadata=metadata,
+        )
+
+    def append(self, prepared: PreparedExchange) -> WrittenRecord:
+        """Write an exchange `prepare_exchange` built (of this writer: same compression)."""
+        self._check_usable()
+        if self._exchanges and self._offset >= self._max_size:
+            self._rotate()
+        offset = self._offset + len(prepared.request)
+        # Before writing: the SURT key refuses some URLs (a port that is not a number).
+        line = cdxj_line(
+            url=prepared.url,
+            warc_date=prepared.date,
+            mime=prepared.mime,
+            status=prepared.status,
+            digest=prepared.digest,
+            length=len(prepared.response),
             offset=offset,
             filename=self._name,
         )
         # One write per exchange: after a crash a file ends at an exchange boundary or in a
         # torn exchange past the last sync, which resuming cuts off.
-        self._write(request + response + metadata)
+        self._write(prepared.request + prepared.response + prepared.metadata)
         self._exchanges += 1
         assert self._spool is not None
         try:
@@ -418,7 +477,9 @@ class WarcWriter:
         except BaseException as exc:
             self._failed = exc  # the index would miss a record; resuming rebuilds it
             raise
-        return WrittenRecord(response_id, digest, self._name, offset, len(response))
+        return WrittenRecord(
+            prepared.response_id, prepared.digest, self._name, offset, len(prepared.response)
+        )
 
     def sync(self) -> WarcPosition:
         """Flush and fsync; the position just past the last complete exchange."""
