@@ -42,7 +42,7 @@ def make_config(store_url: str, home: Path, **kw: Any) -> Config:
         backoff_max=0.05,
         lease_seconds=30,
         max_attempts=3,
-        http_timeout=4.0,  # a hang is 10 s; a loaded CI machine may be slow otherwise
+        http_timeout=4.0,  # a hang is 30 s; a loaded machine may be slow otherwise
     )
     return Config(**{**defaults, **kw})
 
