@@ -42,7 +42,7 @@ def make_config(store_url: str, home: Path, **kw: Any) -> Config:
         backoff_max=0.05,
         lease_seconds=30,
         max_attempts=3,
-        http_timeout=4.0,  # a hang is 30 s; a loaded machine may be slow otherwise
+        http_timeout=3.0,  # a hang is 10 s; a loaded machine may be slow otherwise
     )
     return Config(**{**defaults, **kw})
 
@@ -162,7 +162,7 @@ def site() -> Iterator[LandingSite]:
         # Server trouble: 404, always 503, a hang, a reset; a 503 that then recovers.
         p["/always-503.pdf"] = Page(fail_first=10**6)
         p["/flaky.pdf"] = Page(pdf_bytes("flaky"), content_type="application/pdf", fail_first=2)
-        p["/hang.pdf"] = Page(pdf_bytes("hang"), hang=30)
+        p["/hang.pdf"] = Page(pdf_bytes("hang"), hang=10)
         p["/reset.pdf"] = Page(reset=True)
         # robots.txt and the blocklist.
         s.robots = "User-agent: *\nDisallow: /private/\n"
