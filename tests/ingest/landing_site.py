@@ -70,10 +70,12 @@ def _free_port() -> int:
 
 
 class LandingSite:
-    """Pages by path (with query) on 127.0.0.1; robots.txt from `robots` (None: 404)."""
+    """Pages by path (with query), the same on each of `hosts` loopback addresses
+    (127.0.0.1, 127.0.0.2 …, one port); robots.txt from `robots` (None: 404)."""
 
-    def __init__(self) -> None:
+    def __init__(self, hosts: int = 1) -> None:
         self.port = _free_port()
+        self.ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
         self.base = f"http://127.0.0.1:{self.port}"
         self.pages: dict[str, Page] = {}
         self.robots: str | None = None
@@ -83,8 +85,8 @@ class LandingSite:
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
 
-    def url(self, path: str) -> str:
-        return self.base + path
+    def url(self, path: str, host: int = 0) -> str:
+        return f"http://{self.ips[host]}:{self.port}{path}"
 
     def counts(self) -> Counter[str]:
         return Counter(self.log)
@@ -108,8 +110,8 @@ class LandingSite:
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
-        loop.run_until_complete(site.start())
+        for ip in self.ips:
+            loop.run_until_complete(web.TCPSite(self._runner, ip, self.port).start())
         self._ready.set()
         loop.run_forever()
         loop.close()
