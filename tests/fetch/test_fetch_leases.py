@@ -46,40 +46,45 @@ def gaps(times: list[float]) -> list[float]:
     return [b - a for a, b in itertools.pairwise(sorted(times))]
 
 
+async def fetch_as_workers(
+    pg_url: str, log: Log, policy: Politeness, urls: Callable[[str], list[list[str]]]
+) -> None:
+    """One polite fetcher per worker, each with its own memory and lease owner, sharing
+    one store; worker i fetches `urls(base)[i]`, all at once."""
+    store = await AsyncStore(pg_url, 3).open()
+    try:
+        async with serve(log.handle) as base:
+            plan = urls(base)
+            fetchers = [
+                PoliteFetcher(
+                    SETTINGS, policy, SystemClock(), leases=HostLeases(store, f"worker-{i}")
+                )
+                for i in range(len(plan))
+            ]
+            for f in fetchers:
+                await f.__aenter__()
+            try:
+                await asyncio.gather(
+                    *(f.get(url) for f, mine in zip(fetchers, plan, strict=True) for url in mine)
+                )
+            finally:
+                for f in fetchers:
+                    await f.__aexit__(None, None, None)
+    finally:
+        await store.close()
+
+
 def test_workers_with_their_own_memory_take_turns_on_a_host(pg_url: str) -> None:
     log = Log()
     delay = 0.3
-
-    async def body() -> None:
-        store = await AsyncStore(pg_url, 3).open()
-        try:
-            async with serve(log.handle) as base:
-                fetchers = [
-                    PoliteFetcher(
-                        SETTINGS,
-                        Politeness(delay=delay, ip_delay=0.0),
-                        SystemClock(),
-                        leases=HostLeases(store, f"worker-{i}"),
-                    )
-                    for i in range(3)
-                ]
-                for f in fetchers:
-                    await f.__aenter__()
-                try:
-                    await asyncio.gather(
-                        *(
-                            f.get(f"{base}/p{i}-{n}")
-                            for i, f in enumerate(fetchers)
-                            for n in range(3)
-                        )
-                    )
-                finally:
-                    for f in fetchers:
-                        await f.__aexit__(None, None, None)
-        finally:
-            await store.close()
-
-    asyncio.run(body())
+    asyncio.run(
+        fetch_as_workers(
+            pg_url,
+            log,
+            Politeness(delay=delay, ip_delay=0.0),
+            lambda base: [[f"{base}/p{i}-{n}" for n in range(3)] for i in range(3)],
+        )
+    )
     assert len(log.starts) == 9
     # Nine fetches from three workers, never two within the delay (a little slack for
     # the clock: the delay counts from the end of the previous fetch).
@@ -90,39 +95,13 @@ def test_hosts_on_one_address_are_spaced_across_workers(pg_url: str) -> None:
     log = Log()
     ip_delay = 0.25
 
-    async def body() -> None:
-        store = await AsyncStore(pg_url, 2).open()
-        try:
-            async with serve(log.handle) as base:
-                port = base.rsplit(":", 1)[1]
-                # Two host names for one address: 127.0.0.1 and localhost.
-                hosts = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
-                fetchers = [
-                    PoliteFetcher(
-                        SETTINGS,
-                        Politeness(delay=0.0, ip_delay=ip_delay),
-                        SystemClock(),
-                        leases=HostLeases(store, f"w{i}"),
-                    )
-                    for i in range(2)
-                ]
-                for f in fetchers:
-                    await f.__aenter__()
-                try:
-                    await asyncio.gather(
-                        *(
-                            f.get(f"{hosts[i]}/p{n}")
-                            for i, f in enumerate(fetchers)
-                            for n in range(3)
-                        )
-                    )
-                finally:
-                    for f in fetchers:
-                        await f.__aexit__(None, None, None)
-        finally:
-            await store.close()
+    def two_names(base: str) -> list[list[str]]:
+        # Two host names for one address: 127.0.0.1 and localhost.
+        port = base.rsplit(":", 1)[1]
+        hosts = [f"http://127.0.0.1:{port}", f"http://localhost:{port}"]
+        return [[f"{host}/p{n}" for n in range(3)] for host in hosts]
 
-    asyncio.run(body())
+    asyncio.run(fetch_as_workers(pg_url, log, Politeness(delay=0.0, ip_delay=ip_delay), two_names))
     assert {h for h, _ in log.starts} == {"127.0.0.1", "localhost"}
     assert min(gaps([t for _, t in log.starts])) >= ip_delay * 0.95
 

@@ -328,11 +328,12 @@ def test_many_urls_are_handed_out_page_by_page(
 
 
 def test_cli_load_run_json_and_rerun(site: LandingSite, store_url: str, tmp_path: Path) -> None:
-    home = tmp_path / "home"
-    flags = ["--home", str(home)] + ([] if store_url.startswith("sqlite") else ["--db", store_url])
-    if store_url.startswith("sqlite"):
-        flags = ["--home", str(Path(store_url.removeprefix("sqlite:///")).parent)]
+    if store_url.startswith("sqlite"):  # the fixture's SQLite file is HOME/thresher.db
         home = Path(store_url.removeprefix("sqlite:///")).parent
+        flags = ["--home", str(home)]
+    else:
+        home = tmp_path / "home"
+        flags = ["--home", str(home), "--db", store_url]
     dump = tmp_path / "dump.jsonl"
     dump.write_text(
         "".join(

@@ -13,7 +13,7 @@ import contextlib
 import os
 import secrets
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -25,7 +25,7 @@ from ..errors import ThresherError, UsageError
 from ..sources import get_source
 from .app import App
 
-__all__ = ["OutputClosed", "atomic_output", "export_command"]
+__all__ = ["OutputClosed", "atomic_output", "export_command", "write_output"]
 
 
 class OutputClosed(ThresherError):
@@ -57,6 +57,32 @@ def atomic_output(path: Path) -> Iterator[BinaryIO]:
         raise
 
 
+def write_output(
+    output: Path | None, write: Callable[[BinaryIO], int], what: str
+) -> tuple[int, str]:
+    """Run `write` on `output` (None or "-": standard output): what it returned (a
+    count), and where it went.
+
+    A file is written whole or not at all (`atomic_output`). When the program reading
+    standard output goes away (``| head``), say so in one line (`OutputClosed`, naming
+    `what`) and keep Python from failing again when it flushes stdout at exit."""
+    if output is not None and str(output) != "-":
+        with atomic_output(output) as out:
+            count = write(out)
+        return count, str(output)
+    # sys.stdout.buffer, not click.get_binary_stream: click 8.5 types the latter loosely.
+    stdout = sys.stdout.buffer
+    try:
+        count = write(stdout)
+        stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError, ValueError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        raise OutputClosed(f"standard output was closed before the {what} ended") from None
+    return count, "standard output"
+
+
 @click.command("export")
 @click.argument("name")
 @click.option(
@@ -84,23 +110,9 @@ def export_command(app: App, name: str, month: str | None, fmt: str, output: Pat
     check_month(month)
     with app.store() as store, store.transaction(write=False) as tx:
         get_source(tx, name)
-        if output is None or str(output) == "-":
-            stdout = sys.stdout.buffer
-            try:
-                count = export_messages(tx, name, month, fmt, stdout)
-                stdout.flush()
-            except BrokenPipeError:
-                # The reader went away: say so in one line, and keep Python from failing
-                # again when it flushes stdout at exit.
-                with contextlib.suppress(OSError, ValueError):
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, sys.stdout.fileno())
-                raise OutputClosed("standard output was closed before the export ended") from None
-            where = "standard output"
-        else:
-            with atomic_output(output) as out:
-                count = export_messages(tx, name, month, fmt, out)
-            where = str(output)
+        count, where = write_output(
+            output, lambda out: export_messages(tx, name, month, fmt, out), "export"
+        )
     if app.verbose >= 0:
         scope = f" ({month})" if month else ""
         noun = "message" if count == 1 else "messages"

@@ -17,9 +17,7 @@ can change independently.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
@@ -31,7 +29,7 @@ from rich.table import Table
 from ..ingest.report import PENDING, ingest_stats, iter_results
 from ..ingest.requests import INGEST_TYPES
 from .app import App
-from .export import OutputClosed, atomic_output
+from .export import write_output
 
 __all__ = ["register", "results_command", "stats_command"]
 
@@ -107,23 +105,7 @@ def results_command(
     wanted = _statuses(statuses)
     with app.store() as store, store.transaction(write=False) as tx:
         results = iter_results(tx, status=wanted, link_source=source, ingest_type=ingest_type)
-        if output is None or str(output) == "-":
-            stdout = click.get_binary_stream("stdout")
-            try:
-                count = _write_lines(results, stdout)
-                stdout.flush()
-            except BrokenPipeError:
-                # The reader went away (`| head`): one line, and no second failure when
-                # Python flushes stdout at exit.
-                with contextlib.suppress(OSError, ValueError):
-                    devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, stdout.fileno())
-                raise OutputClosed("standard output was closed before the results ended") from None
-            where = "standard output"
-        else:
-            with atomic_output(output) as out:
-                count = _write_lines(results, out)
-            where = str(output)
+        count, where = write_output(output, lambda out: _write_lines(results, out), "results")
     if app.verbose >= 0:
         noun = "result" if count == 1 else "results"
         click.echo(f"wrote {count} {noun} to {where}", err=True)

@@ -21,6 +21,7 @@ from ..config import Config
 from ..jobs import PoolStats
 from ..jobs.worker import make_owner
 from ..plan import ExecutionPlan
+from ..status import redact
 from .app import App, setup_logging
 from .run import JobCounts, open_async_store, stop_on_signals
 
@@ -89,15 +90,10 @@ def worker_command(
     config = app.with_flags(db=db, workers=concurrency, grace_seconds=grace_seconds)
     setup_logging(app.verbose, None)
     owner = make_owner(name)
-    log.info("worker %s: serving %s with %d at once", owner, _where(config), config.workers)
+    where = redact(config.store_url)
+    log.info("worker %s: serving %s with %d at once", owner, where, config.workers)
     stats = asyncio.run(serve(config, owner))
     click.echo(
         f"worker {owner} stopped: jobs done {stats.done}, retried {stats.retried}, "
         f"failed {stats.failed}, handed back {stats.released}"
     )
-
-
-def _where(config: Config) -> str:
-    from ..status import redact
-
-    return redact(config.store_url)
