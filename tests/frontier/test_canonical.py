@@ -45,6 +45,9 @@ def test_rules(url: str, canonical: str) -> None:
         "/relative",
         "",
         "http:///a",
+        "http://\xa0../",  # found by Hypothesis: a no-break space as the host
+        "http://exa mple.com/",
+        "http://ex<a>mple.com/",
     ],
 )
 def test_refuses_what_cannot_be_crawled(url: str) -> None:

@@ -16,7 +16,10 @@ From w3lib:
 Ours, on top:
 
 - only ``http`` and ``https`` are accepted; anything else raises `InvalidURL`, as does a
-  URL without a host or with a port that is not a number in 0-65535;
+  URL without a host, with a port that is not a number in 0-65535, or with a host that
+  no DNS name or address can be: one left with characters outside ASCII after IDNA
+  (w3lib keeps a host it cannot encode as it was), whitespace, control characters or
+  the URL standard's forbidden host code points (``<``, ``>``, ``^``, ``|``, ``%`` …);
 - the scheme is lowercased (``HTTP:`` → ``http:``);
 - the default port is dropped (``:80`` for http, ``:443`` for https);
 - one trailing dot of the host is dropped (``example.com.`` → ``example.com``): DNS
@@ -41,6 +44,9 @@ from thresher.frontier.errors import InvalidURL
 __all__ = ["DEFAULT_PORTS", "canonicalize", "host_of", "url_hash"]
 
 DEFAULT_PORTS: dict[str, int] = {"http": 80, "https": 443}
+
+# WHATWG URL's forbidden host code points (those urlsplit would not have split on).
+_FORBIDDEN_IN_HOST = frozenset("#/<>?@\\^|%[]")
 
 
 def _split_host(url: str, netloc: str) -> tuple[str, str, int | None]:
@@ -73,6 +79,11 @@ def canonicalize(url: str) -> str:
     userinfo, host, port = _split_host(url, parts.netloc)
     if not host:
         raise InvalidURL(url, "no host")
+    if not host.isascii() or any(
+        c in _FORBIDDEN_IN_HOST or c.isspace() or not c.isprintable()
+        for c in host.replace(":", "")
+    ):
+        raise InvalidURL(url, f"no such host can exist: {host!r}")
     if ":" in host:  # an IPv6 literal keeps its brackets
         host = f"[{host}]"
     netloc = userinfo + host
