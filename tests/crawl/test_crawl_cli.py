@@ -79,7 +79,7 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
     home = make_home(backend, tmp_path, request)
     with SiteServer(hosts=3) as site:
         seeds = build_site(site, pages_per_host=120)
-        site.latency = 0.005
+        site.latency = 0.02  # about 2.5 s in all: the kill lands mid-crawl
         expected = site.reachable(seeds)
         args = (
             "crawl",
