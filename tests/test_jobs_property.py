@@ -41,6 +41,7 @@ class JobMachine(RuleBasedStateMachine):
         self.done: dict[int, int] = {}  # id -> attempts when done
         self.seen = 0
         self.names = 0
+        self.due: list[int] = []  # completions' commits to wake, in a later transaction
 
     def teardown(self) -> None:
         self.store.close()
@@ -92,11 +93,32 @@ class JobMachine(RuleBasedStateMachine):
         outcome = Outcome(children=tuple(JobSpec("k", f"c{i}") for i in range(children)))
         try:
             with self.store.transaction() as tx:
-                queue.complete(tx, job, owner, outcome, self.now, MAX_ATTEMPTS)
+                due = queue.complete(tx, job, owner, outcome, self.now, MAX_ATTEMPTS)
         except LeaseLost:
             self._assert_not_ours(job, owner)
             return
         self.done[job.id] = job.attempts + 1
+        self.due += due
+
+    @precondition(lambda self: self.due)
+    @rule(lose=st.booleans())
+    def wake(self, lose: bool) -> None:
+        """The completing worker wakes the commits, or is killed before it can."""
+        due, self.due = self.due, []
+        if not lose:
+            with self.store.transaction() as tx:
+                for job_id in due:
+                    queue.wake(tx, job_id, self.now)
+
+    @rule()
+    def sweep(self) -> None:
+        with self.store.transaction() as tx:
+            queue.wake_ready(tx, [self.run], self.now)
+        rows = self._rows()
+        for r in rows:
+            if r["state"] == "waiting":
+                kids = [k for k in rows if k["parent_id"] == r["waits_for"]]
+                assert any(k["state"] != "done" for k in kids), "a due commit left waiting"
 
     @precondition(lambda self: any(self.held.values()))
     @rule(owner=st.sampled_from(OWNERS), index=st.integers(0, 5), permanent=st.booleans())
@@ -164,9 +186,13 @@ class JobMachine(RuleBasedStateMachine):
             assert row["state"] == "done", "a done job changed state"
             assert row["attempts"] == attempts, "a done job was attempted again"
         for r in rows:
+            if r["state"] == "waiting":
+                assert r["waits_for"] is not None, "only commits wait"
+                assert by_id[int(str(r["waits_for"]))]["state"] == "done"
             if r["waits_for"] is not None and r["state"] == "pending":
                 kids = [k for k in rows if k["parent_id"] == r["waits_for"]]
                 assert all(k["state"] != "failed" for k in kids), "commit kept after a failure"
+                assert all(k["state"] == "done" for k in kids), "commit due before its children"
 
 
 def _run(make_store: Callable[[], Store], examples: int) -> None:

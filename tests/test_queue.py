@@ -80,7 +80,7 @@ def test_complete_commits_result_writes_and_children_once(store: Store) -> None:
         f"run{run}:root": "done",
         f"run{run}:root/c1": "pending",
         f"run{run}:root/c2": "pending",
-        f"run{run}:root#commit": "pending",
+        f"run{run}:root#commit": "waiting",
     }
 
 
@@ -98,7 +98,10 @@ def done(store: Store, job: Job | None, *children: str, commit: JobSpec | None =
     assert job is not None
     outcome = Outcome(children=tuple(JobSpec("k", c) for c in children), commit=commit)
     with store.transaction() as tx:
-        queue.complete(tx, job, "w", outcome, 0, MAX)
+        due = queue.complete(tx, job, "w", outcome, 0, MAX)
+    with store.transaction() as tx:  # after the commit, as a worker does
+        for job_id in due:
+            queue.wake(tx, job_id, 0)
 
 
 def test_commit_runs_only_after_every_child_is_done(store: Store) -> None:
@@ -281,3 +284,120 @@ def test_child_keys_of_a_long_chain_stay_short_and_distinct() -> None:
         assert child_key(key, "f1") != child_key(key, "f2")
     assert key.startswith("run1:ingest/~")
     assert child_key("run1:x", "a") == "run1:x/a"
+
+
+def test_commits_wait_out_of_the_claim_path(store: Store) -> None:
+    """A chain of pages (each spawning a fetch and the next page) leaves one commit per
+    page waiting until the chain ends. They must be `waiting`, not `pending`: every
+    claim would otherwise step over all of them, a cost that grows with the run."""
+    run, root = claimed_root(store)
+    done(store, root, "f", "next")
+    pages = 1
+    while (job := claim(store, "w", run, 0)) is not None:
+        if job.key.endswith("/next") and pages < 30:
+            pages += 1
+            done(store, job, "f", "next")
+        else:
+            done(store, job)
+        for key, state in (now := states(store, run)).items():
+            if key.endswith("#commit"):
+                below = key.removesuffix("#commit") + "/"
+                busy = any(k.startswith(below) and s != "done" for k, s in now.items())
+                assert (state == "waiting") == busy, key
+    final = states(store, run)
+    assert len([k for k in final if k.endswith("#commit")]) == 30
+    assert set(final.values()) == {"done"}
+
+
+def test_a_commit_is_waiting_until_its_last_child_is_done(store: Store) -> None:
+    run, root = claimed_root(store)
+    done(store, root, "a", "b")
+    commit = f"run{run}:root#commit"
+    assert states(store, run)[commit] == "waiting"
+    a, b = claim(store, "w", run, 1), claim(store, "w", run, 1)
+    done(store, a)
+    assert states(store, run)[commit] == "waiting"
+    done(store, b)
+    assert states(store, run)[commit] == "pending"
+
+
+def test_a_commit_whose_children_exist_already_is_not_left_waiting(store: Store) -> None:
+    """Children are inserted by key, idempotently: if every one exists and is done, the
+    commit must still become claimable."""
+    run, root = claimed_root(store)
+    with store.transaction() as tx:
+        child = queue.enqueue(
+            tx,
+            JobSpec("k", "a"),
+            key=f"run{run}:root/a",
+            now=0,
+            default_max_attempts=MAX,
+            parent_id=root.id,
+            source_run_id=run,
+        )
+        assert child is not None
+    done(store, claim(store, "w", run, 0))
+    done(store, root, "a")
+    assert states(store, run)[f"run{run}:root#commit"] == "pending"
+
+
+def test_children_finishing_at_once_wake_their_commit(store_url: str) -> None:
+    """Two workers finish the last two children in overlapping transactions: inside
+    them each sees the other's child unfinished, yet the commit must wake (no lost
+    wake-up), because each wakes after its own commit."""
+    import threading
+
+    from thresher.store import open_store
+
+    one, two = open_store(store_url), open_store(store_url)
+    try:
+        run, root = claimed_root(one)
+        done(one, root, "a", "b")
+        a, b = claim(one, "w", run, 1), claim(one, "w", run, 1)
+        assert a is not None and b is not None
+        inside, release, second_done = threading.Event(), threading.Event(), threading.Event()
+
+        def finish(store: Store, job: Job, hold: bool) -> None:
+            with store.transaction() as tx:
+                due = queue.complete(tx, job, "w", Outcome(), 2, MAX)
+                if hold:  # still uncommitted while the other completes and wakes
+                    inside.set()
+                    release.wait(10)
+            with store.transaction() as tx:
+                for job_id in due:
+                    queue.wake(tx, job_id, 2)
+
+        def first() -> None:
+            finish(one, a, hold=True)
+
+        def second() -> None:
+            inside.wait(10)
+            finish(two, b, hold=False)  # SQLite: waits for the first's write lock
+            second_done.set()
+
+        threads = [threading.Thread(target=first), threading.Thread(target=second)]
+        for t in threads:
+            t.start()
+        second_done.wait(1)  # PostgreSQL: done, and it saw `a` leased
+        release.set()
+        for t in threads:
+            t.join(15)
+        assert states(one, run)[f"run{run}:root#commit"] == "pending"
+    finally:
+        one.close()
+        two.close()
+
+
+def test_a_sweep_wakes_commits_a_killed_worker_did_not(store: Store) -> None:
+    run, root = claimed_root(store)
+    done(store, root, "a")
+    a = claim(store, "w", run, 1)
+    assert a is not None
+    with store.transaction() as tx:  # then killed before waking the commit
+        queue.complete(tx, a, "w", Outcome(), 2, MAX)
+    assert states(store, run)[f"run{run}:root#commit"] == "waiting"
+    with store.transaction() as tx:
+        assert queue.wake_ready(tx, [run], 3) == 1
+        assert queue.wake_ready(tx, [run], 3) == 0
+    commit = claim(store, "w", run, 3)
+    assert commit is not None and commit.key == f"run{run}:root#commit"

@@ -107,31 +107,38 @@ def test_query_parser_rejects_duplicates_and_stray_sql() -> None:
         _parse("SELECT 0;\n-- name: a\nSELECT 1\n", "x.sql")
 
 
-def test_upgrade_from_version_1_keeps_data(store_url: str) -> None:
-    """An old store is migrated forward on open, its rows intact."""
-    first = migrations("sqlite" if store_url.startswith("sqlite") else "postgres")[0]
+def old_store(store_url: str, version: int, *rows: str) -> None:
+    """Make a store at schema `version`, as an older Thresher left it, holding `rows`
+    (INSERT statements)."""
     create = (
         "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
         " applied REAL NOT NULL)"
     )
-    worker = (
-        "INSERT INTO workers (owner, hostname, pid, started, heartbeat) VALUES ('w', 'h', 1, 0, 0)"
-    )
-    if store_url.startswith("sqlite"):
+    backend = "sqlite" if store_url.startswith("sqlite") else "postgres"
+    script = [create] + [m.sql for m in migrations(backend)[:version]]
+    script += [
+        f"INSERT INTO schema_migrations VALUES ({v}, 'old', 0)" for v in range(1, version + 1)
+    ]
+    script += list(rows)
+    if backend == "sqlite":
         conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
-        conn.executescript(
-            f"{create};\n{first.sql}\nINSERT INTO schema_migrations VALUES"
-            f" (1, 'initial', 0);\n{worker};"
-        )
+        conn.executescript(";\n".join(script) + ";")
         conn.close()
     else:
         import psycopg
 
         with psycopg.connect(store_url, autocommit=True) as pg:
-            pg.execute(create.encode())
-            pg.execute(first.sql.encode())
-            pg.execute(b"INSERT INTO schema_migrations VALUES (1, 'initial', 0)")
-            pg.execute(worker.encode())
+            for statement in script:
+                pg.execute(statement.encode())
+
+
+def test_upgrade_from_version_1_keeps_data(store_url: str) -> None:
+    """An old store is migrated forward on open, its rows intact."""
+    old_store(
+        store_url,
+        1,
+        "INSERT INTO workers (owner, hostname, pid, started, heartbeat) VALUES ('w', 'h', 1, 0, 0)",
+    )
     upgraded = open_store(store_url)
     try:
         assert upgraded.schema_version() == len(migrations(upgraded.backend)) >= 2
@@ -169,3 +176,64 @@ def test_postgres_times_are_double_precision() -> None:
 
     for m in migrations("postgres"):
         assert not re.search(r"\bREAL\b", m.sql, re.IGNORECASE), m.name
+
+
+def test_upgrade_to_waiting_commits(store_url: str) -> None:
+    """Migration 9: a commit left `pending` with unfinished children becomes `waiting`;
+    one whose children are all done stays claimable; the job tree keeps its links."""
+    job = (
+        "INSERT INTO jobs (id, kind, key, parent_id, waits_for, state, max_attempts, not_before,"
+        " created, updated) VALUES ({}, 'k', '{}', {}, {}, '{}', 3, 0, 0, 0)"
+    )
+    old_store(
+        store_url,
+        8,
+        job.format(1, "root", "NULL", "NULL", "done"),
+        job.format(2, "root/a", 1, "NULL", "done"),
+        job.format(3, "root/b", 1, "NULL", "pending"),
+        job.format(4, "root#commit", "NULL", 1, "pending"),
+        job.format(5, "other", "NULL", "NULL", "done"),
+        job.format(6, "other/a", 5, "NULL", "done"),
+        job.format(7, "other#commit", "NULL", 5, "pending"),
+        *(
+            []
+            if store_url.startswith("sqlite")
+            else ["SELECT setval(pg_get_serial_sequence('jobs', 'id'), 7)"]
+        ),
+    )
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend))
+        with upgraded.transaction() as tx:
+            rows = {r["key"]: r for r in (tx.one("get_job", id=i) for i in range(1, 8)) if r}
+            assert {k: r["state"] for k, r in rows.items()} == {
+                "root": "done",
+                "root/a": "done",
+                "root/b": "pending",
+                "root#commit": "waiting",
+                "other": "done",
+                "other/a": "done",
+                "other#commit": "pending",
+            }
+            assert rows["root/b"]["parent_id"] == 1 and rows["root#commit"]["waits_for"] == 1
+            tx.execute(
+                "insert_job",
+                kind="k",
+                key="root/c",
+                parent_id=1,
+                waits_for=None,
+                source=None,
+                source_run_id=None,
+                payload="{}",
+                state="pending",
+                max_attempts=3,
+                priority=0,
+                now=0,
+            )
+        if upgraded.backend == "sqlite":
+            conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+            assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            conn.close()
+    finally:
+        upgraded.close()

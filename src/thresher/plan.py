@@ -182,7 +182,7 @@ class ExecutionPlan:
 
         def close(tx: Tx) -> SourceReport:
             counts = {r["state"]: int(r["n"]) for r in tx.all("run_job_counts", run=run_id)}
-            open_jobs = counts.get("pending", 0) + counts.get("leased", 0)
+            open_jobs = sum(counts.get(s, 0) for s in ("pending", "waiting", "leased"))
             if interrupted or open_jobs:
                 # Left open: the next `thresher run` resumes it where it stopped.
                 return SourceReport(name, run_id, "interrupted", counts, None)

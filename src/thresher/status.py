@@ -80,7 +80,7 @@ def collect_status(
         )
         if src.type in ARCHIVE_TYPE_NAMES:
             sources[-1]["archive"] = _archive_status(tx, src.name)
-    jobs = dict.fromkeys(("pending", "leased", "done", "failed"), 0)
+    jobs = dict.fromkeys(("pending", "waiting", "leased", "done", "failed"), 0)
     jobs.update({r["state"]: int(r["n"]) for r in tx.all("job_counts")})
     running = [
         {

@@ -1,8 +1,8 @@
 """Jobs as values: what a job is, what a handler asks for, and what it returns.
 
 States: pending → leased → done | pending (retry, or lease expired) | failed.
-A job that spawns children gets a commit job (`waits_for` = the job) that becomes
-claimable only when every child is done; it is a child of the job's own parent, so an
+A job that spawns children gets a commit job (`waits_for` = the job), `waiting` until
+every child is done, then pending; it is a child of the job's own parent, so an
 ancestor's commit waits, through it, for the whole subtree.
 """
 
@@ -25,6 +25,7 @@ JOIN_KIND = "join"
 
 class JobState(StrEnum):
     PENDING = "pending"
+    WAITING = "waiting"
     LEASED = "leased"
     DONE = "done"
     FAILED = "failed"

@@ -4,6 +4,15 @@ They are synchronous and hold no state: the async worker calls them through the 
 executor, tests call them directly with a FakeClock's `now`. Every transition that ends
 an attempt checks that the caller still owns the lease, so a worker whose lease expired
 (and whose job another worker may now hold) can never commit a result.
+
+A commit job is `waiting` until its last child is done, and out of the claim index
+meanwhile. Whoever completes a child wakes it (`wake`) in a later transaction than the
+completion: two workers finishing the last two children at once would each see, inside
+their own transactions, the other's child unfinished, and neither would wake it; once
+each has committed, the second to look sees both done. Waking in a transaction of its
+own costs no lock, where waking inside would need a lock on the commit's row that
+every sibling's completion would queue on. A worker killed between the two leaves a
+commit waiting with nothing to wake it: `wake_ready` sweeps those, on each heartbeat.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ __all__ = [
     "release",
     "renew",
     "retry",
+    "wake",
+    "wake_ready",
 ]
 
 
@@ -61,9 +72,11 @@ def enqueue(
     source: str | None = None,
     source_run_id: int | None = None,
 ) -> int | None:
-    """Insert a job; None if a job with that key exists already (idempotent)."""
+    """Insert a job; None if a job with that key exists already (idempotent). A commit
+    job (`waits_for` set) starts `waiting`; see wake."""
     row = tx.one(
         "insert_job",
+        state=JobState.PENDING if waits_for is None else JobState.WAITING,
         kind=spec.kind,
         key=key,
         parent_id=parent_id,
@@ -95,8 +108,11 @@ def claim(
 
 def complete(
     tx: Tx, job: Job, owner: str, outcome: Outcome, now: float, default_max_attempts: int
-) -> None:
-    """Mark the job done and commit everything its handler produced, atomically."""
+) -> list[int]:
+    """Mark the job done and commit everything its handler produced, atomically.
+
+    Returns the jobs whose commits may be due now: pass each to `wake` once this
+    transaction has committed."""
     result = json.dumps(outcome.result) if outcome.result is not None else None
     if not tx.execute(
         "finish_job", id=job.id, owner=owner, state="done", result=result, error=None, now=now
@@ -112,6 +128,7 @@ def complete(
     )
     for spec in outcome.children:
         enqueue(tx, spec, key=child_key(job.key, spec.name), parent_id=job.id, **common)
+    due = [job.parent_id] if job.parent_id is not None else []
     if outcome.children or outcome.commit is not None:
         commit = outcome.commit or JobSpec(kind=JOIN_KIND, name="commit")
         enqueue(
@@ -122,6 +139,19 @@ def complete(
             waits_for=job.id,
             **common,
         )
+        due.append(job.id)  # its children may all exist already (keys are idempotent)
+    return due
+
+
+def wake(tx: Tx, job_id: int, now: float) -> bool:
+    """Make the commit waiting for `job_id`'s children claimable if none is unfinished."""
+    return tx.execute("wake_commit", job=job_id, now=now) > 0
+
+
+def wake_ready(tx: Tx, runs: Sequence[int], now: float) -> int:
+    """Wake every commit of `runs` whose children are all done (the sweep for wake-ups
+    a killed worker did not get to)."""
+    return sum(tx.execute("wake_ready_commits", run=run, now=now) for run in runs)
 
 
 def retry(tx: Tx, job: Job, owner: str, error: str, now: float, delay: float) -> JobState:

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from ..clock import Clock
 from ..config import Config
@@ -46,6 +46,8 @@ log = logging.getLogger("thresher.jobs")
 
 # How often an idle worker looks for work that another process may have created.
 IDLE_POLL_SECONDS = 0.5
+
+T = TypeVar("T")
 
 # The most any handler may ask a fetch to read (a source's max_bytes is capped by it).
 HANDLER_MAX_BODY = 2 * 2**30
@@ -129,6 +131,9 @@ class WorkerPool:
         self._fetchers: dict[tuple[bool, float], PoliteFetcher] = {}
         self._shared: dict[str, asyncio.Future[Closable]] = {}
         self._turn = 0  # rotates the run claimed from first
+        # Jobs whose commits may be due, from completions committed since: woken by the
+        # next transaction (see thresher.jobs.queue on why not by the completing one).
+        self._due: list[int] = []
 
     def stop(self) -> None:
         """Claim nothing more; in-flight jobs get the grace period to finish."""
@@ -159,7 +164,7 @@ class WorkerPool:
                 await heartbeat
             await self._close_shared()
             now = self.clock.now()
-            self.stats.released += await self.store.run(
+            self.stats.released += await self._store_with_due(
                 lambda tx: queue.release(tx, self.owner, now)
             )
             await self.store.run(
@@ -209,7 +214,8 @@ class WorkerPool:
                 self._wake.set()
 
     def _beat(self, tx: Tx, now: float) -> int:
-        """Renew our leases, say we are alive, and free the jobs of workers that are not."""
+        """Renew our leases, say we are alive, and free the jobs of workers that are not
+        (and the commits they did not get to wake)."""
         queue.renew(tx, self.owner, now, self.config.lease_seconds)
         tx.execute(
             "upsert_worker",
@@ -220,7 +226,11 @@ class WorkerPool:
             jobs_done=self.stats.done,
             now=now,
         )
-        return queue.expire_leases(tx, now) + queue.expire_dead_owners(tx, now, is_dead_here)
+        return (
+            queue.expire_leases(tx, now)
+            + queue.expire_dead_owners(tx, now, is_dead_here)
+            + queue.wake_ready(tx, self.runs, now)
+        )
 
     async def _fetcher(
         self, *, allow_private: bool = False, delay: float | None = None
@@ -280,7 +290,7 @@ class WorkerPool:
             if job is None:
                 # Cleared before the claim, so a wake-up during it is not lost.
                 self._wake.clear()
-                job = await self.store.run(self._claim)
+                job = await self._store_with_due(self._claim)
                 if job is None:
                     await self._idle()
                     continue
@@ -299,6 +309,22 @@ class WorkerPool:
         drained = [(int(r["id"]), str(r["source"])) for r in rows if not r["open_jobs"]]
         if drained and self._on_drained is not None:
             await self._on_drained(drained)
+
+    async def _store_with_due(self, work: Callable[[Tx], T]) -> T:
+        """Run `work` in a transaction that first wakes the commits of `self._due`."""
+        due, self._due = self._due, []
+        now = self.clock.now()
+
+        def run(tx: Tx) -> T:
+            for job_id in due:
+                queue.wake(tx, job_id, now)
+            return work(tx)
+
+        try:
+            return await self.store.run(run)
+        except BaseException:
+            self._due.extend(due)
+            raise
 
     def _claim(self, tx: Tx) -> Job | None:
         self._turn += 1
@@ -350,12 +376,14 @@ class WorkerPool:
             return None
         now = self.clock.now()
 
+        due: list[int] = []
+
         def commit(tx: Tx) -> Job | None:
-            queue.complete(tx, job, self.owner, outcome, now, self.config.max_attempts)
+            due[:] = queue.complete(tx, job, self.owner, outcome, now, self.config.max_attempts)
             return None if self._stopping.is_set() else self._claim(tx)
 
         try:
-            following = await self.store.run(commit)
+            following = await self._store_with_due(commit)
         except LeaseLost as exc:
             log.warning("%s", exc)
             return None
@@ -363,6 +391,7 @@ class WorkerPool:
             # Writing the results failed (constraint, bug): nothing was committed.
             await self._failed(job, exc)
             return None
+        self._due.extend(due)
         self.stats.done += 1
         self._emit("done", job)
         return following

@@ -6,9 +6,9 @@
 
 -- name: insert_job
 INSERT INTO jobs (kind, key, parent_id, waits_for, source, source_run_id, payload,
-                  max_attempts, priority, not_before, created, updated)
+                  state, max_attempts, priority, not_before, created, updated)
 VALUES (:kind, :key, :parent_id, :waits_for, :source, :source_run_id, :payload,
-        :max_attempts, :priority, :now, :now, :now)
+        :state, :max_attempts, :priority, :now, :now, :now)
 ON CONFLICT (key) DO NOTHING
 RETURNING id
 
@@ -19,21 +19,35 @@ SELECT * FROM jobs WHERE id = :id
 SELECT * FROM jobs WHERE key = :key
 
 -- name: claim_job
--- A commit job is claimable once no child is unfinished. The states are listed, not
--- "<> 'done'": with a list the index jobs_parent (parent_id, state) finds an unfinished
--- child in three probes, where "<> 'done'" reads every done child (a page of 1000).
+-- Commit jobs are `waiting` until their last child finishes (wake_commit), so every
+-- pending job is claimable and the partial index jobs_claimable yields the next at once.
 UPDATE jobs
 SET state = 'leased', lease_owner = :owner, lease_expires = :expires, updated = :now
 WHERE id = (
     SELECT j.id FROM jobs j
     WHERE j.state = 'pending' AND j.not_before <= :now
       AND j.source_run_id = :run
-      AND (j.waits_for IS NULL OR NOT EXISTS (
-            SELECT 1 FROM jobs c WHERE c.parent_id = j.waits_for
-                             AND c.state IN ('pending', 'leased', 'failed')))
     ORDER BY j.priority DESC, j.id
     LIMIT 1)
 RETURNING *
+
+-- name: wake_commit
+-- The commit waiting for :job's children becomes claimable once none is unfinished.
+-- The states are listed, not "<> 'done'": with a list the index jobs_parent
+-- (parent_id, state) finds an unfinished child in a few probes, where "<> 'done'"
+-- reads every done child (a page of 1000).
+UPDATE jobs SET state = 'pending', not_before = :now, updated = :now
+WHERE waits_for = :job AND state = 'waiting'
+  AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = :job
+                                         AND c.state IN ('pending', 'waiting', 'leased', 'failed'))
+
+-- name: wake_ready_commits
+-- The sweep for wake-ups lost with a killed worker: every waiting commit of the run
+-- whose children are all done.
+UPDATE jobs SET state = 'pending', not_before = :now, updated = :now
+WHERE source_run_id = :run AND state = 'waiting'
+  AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = jobs.waits_for
+                                         AND c.state IN ('pending', 'waiting', 'leased', 'failed'))
 
 -- name: finish_job
 -- A job done after a failed attempt keeps that attempt's error: it is its history.
@@ -82,7 +96,7 @@ RETURNING id, state, parent_id, key
 
 -- name: fail_waiting_commits
 UPDATE jobs SET state = 'failed', last_error = :error, updated = :now
-WHERE waits_for = :parent_id AND state = 'pending'
+WHERE waits_for = :parent_id AND state IN ('waiting', 'pending')
 RETURNING id, parent_id, key
 
 -- name: run_job_counts
@@ -92,12 +106,10 @@ SELECT state, count(*) AS n FROM jobs WHERE source_run_id = :run GROUP BY state
 SELECT state, count(*) AS n FROM jobs GROUP BY state
 
 -- name: open_jobs
--- next_due leaves out commit jobs: one waiting for its children is due in name only,
--- and an idle worker that believed it would spin; a finished child wakes the workers.
-SELECT count(*) AS n,
-       min(CASE WHEN state = 'pending' AND waits_for IS NULL THEN not_before END) AS next_due
+SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS next_due
 FROM jobs
-WHERE source_run_id IN (SELECT value FROM json_each(:runs)) AND state IN ('pending', 'leased')
+WHERE source_run_id IN (SELECT value FROM json_each(:runs))
+  AND state IN ('pending', 'waiting', 'leased')
 
 -- name: runs_progress
 SELECT count(*) AS total,
@@ -123,7 +135,8 @@ FROM jobs WHERE source_run_id = :run ORDER BY id
 -- how many of their jobs are unfinished (0: the run is over and can be closed).
 SELECT r.id, r.source,
        (SELECT count(*) FROM jobs j
-        WHERE j.source_run_id = r.id AND j.state IN ('pending', 'leased')) AS open_jobs
+        WHERE j.source_run_id = r.id AND j.state IN ('pending', 'waiting', 'leased'))
+         AS open_jobs
 FROM source_runs r
 WHERE r.outcome = 'running'
 ORDER BY r.id

@@ -20,7 +20,7 @@ WHERE source = :name AND outcome = 'running'
 
 -- name: cancel_source_jobs
 UPDATE jobs SET state = 'failed', last_error = 'source removed', updated = :now
-WHERE source = :name AND state = 'pending'
+WHERE source = :name AND state IN ('pending', 'waiting')
 
 -- name: open_source_run
 -- Two processes starting the same source at once: one inserts, the other gets nothing
