@@ -366,3 +366,31 @@ def test_a_fetch_beside_the_workbench_spaces_the_hosts_next_fetch() -> None:
     wb.on_side_fetch("a.example", 10.5)  # its robots.txt, fetched by the crawler itself
     assert wb.next_fetch(10.5) == 12.5
     assert take(wb, 12.5).url == "http://a.example/1"
+
+
+def test_a_host_held_elsewhere_waits_and_keeps_its_order() -> None:
+    wb = Workbench(Politeness(delay=1.0, ip_delay=0.0))
+    wb.add("http://a.example/1", 0, 10.0)
+    wb.add("http://a.example/2", 0, 10.0)
+    wb.add("http://b.example/1", 0, 10.0)
+    first = take(wb, 10.0)
+    other = take(wb, 10.0)
+    assert {first.host, other.host} == {"a.example", "b.example"}
+    held = first if first.host == "a.example" else other
+    wb.on_held(held, until=15.0)  # another worker's turn on a.example until 15
+    assert wb.stats(10.0).in_flight == 1 and wb.stats(10.0).queued == 2
+    assert wb.next_fetch(14.9) == 15.0
+    again = take(wb, 15.0)
+    assert (again.url, again.attempt) == ("http://a.example/1", 1)
+
+
+def test_turns_say_when_a_host_and_its_address_are_free() -> None:
+    wb = Workbench(Politeness(delay=2.0, ip_delay=0.5))
+    wb.on_resolved("a.example", "10.0.0.1")
+    wb.add("http://a.example/1", 0, 10.0)
+    fetch = take(wb, 10.0)
+    wb.on_done(fetch, 11.0, 200)
+    assert wb.turns("a.example") == (13.0, "10.0.0.1", 11.5)
+    wb.add("http://c.example/1", 0, 11.0)
+    assert wb.turns("c.example") == (0.0, None, 0.0)
+    assert wb.turns("unknown.example") == (0.0, None, 0.0)

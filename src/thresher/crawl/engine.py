@@ -7,6 +7,11 @@ New hosts wait behind their site's robots.txt, fetched once per site. Every seco
 `commit_pages` pages) the engine syncs the WARC file and commits the batch with that
 position (see `ledger`), so a crawl killed at any moment resumes where its last commit
 left it, never fetching a committed page again and never writing a page twice.
+
+With `leases` (workers sharing a PostgreSQL store) each fetch also takes its host's turn
+in the store (`thresher.fetch.leases`): a host another worker is fetching, or fetched
+less than a delay ago, goes back to the workbench until then, and a fetch leaves the
+host's next allowed time behind for every other worker.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..clock import Clock
 from ..errors import PermanentError
 from ..fetch import Fetcher, FetchError, FetchSettings, Response
+from ..fetch.leases import HOLD_MARGIN, HostLeases
 from ..fetch.polite import fetch_robots
 from ..frontier import (
     Fetch,
@@ -109,6 +116,7 @@ class CrawlEngine:
         job: int | None = None,
         owner: str | None = None,
         fetch_settings: FetchSettings | None = None,
+        leases: HostLeases | None = None,
     ) -> None:
         self.settings = settings
         self.source = source
@@ -126,6 +134,9 @@ class CrawlEngine:
         )
         self.scope: Scope = settings.make_scope()
         self.workbench = Workbench(settings.politeness())
+        # Workers sharing a PostgreSQL store take turns on hosts through it: a fetch
+        # holds its host there, and leaves the host's next allowed time behind.
+        self.leases = leases
         self.robots = RobotsCache(settings.user_agent)
         self.sieve = Sieve()
         self.batch = Batch()
@@ -348,9 +359,15 @@ class CrawlEngine:
 
     async def _fetch_robots(self, site: str, url: str) -> None:
         assert self.fetcher is not None
+        host = host_of(url)
+        if self.leases is not None:
+            while (until := await self._take_turn(host, url)) is not None:
+                await self.clock.sleep(max(0.0, until - self.clock.now()))
         try:
             answer = await fetch_robots(self.fetcher.get, url)
         except PermanentError as exc:  # refused address, bad URL: no retry helps
+            if self.leases is not None:
+                await self._give_turn(host)
             log.warning("%s: not crawled: %s", site, exc)
             self._refused[site] = str(exc)
             self._robots_inflight.discard(site)
@@ -368,17 +385,57 @@ class CrawlEngine:
             )
         delay = self.robots.crawl_delay(url, now)
         waiting = self._waiting.pop(site, [])
-        for host in {host_of(u) for u, _, _ in waiting}:
-            self.workbench.set_crawl_delay(host, delay)
+        for name in {host_of(u) for u, _, _ in waiting}:
+            self.workbench.set_crawl_delay(name, delay)
         # robots.txt was a request to the host like any other: the first page waits.
-        self.workbench.on_side_fetch(host_of(url), now)
+        self.workbench.on_side_fetch(host, now)
+        if self.leases is not None:
+            await self._give_turn(host)
         self._robots_inflight.discard(site)
         for u, h, depth in waiting:
             self._admit(u, h, depth, now)
 
     # -- one fetch ------------------------------------------------------------------------
 
+    async def _take_turn(self, host: str, url: str) -> float | None:
+        """Hold `host` in the shared store for one fetch: None, or when to ask again."""
+        assert self.leases is not None and self.fetcher is not None
+        policy = self.workbench.policy
+        _, ip, _ = self.workbench.turns(host)
+        if ip is None and policy.ip_delay > 0:
+            try:
+                ip = (await self.fetcher.resolve(urlsplit(url).hostname or ""))[0]
+            except FetchError:
+                pass  # the fetch itself fails with the reason
+            else:
+                self.workbench.on_resolved(host, ip)
+        now = self.clock.now()
+        hold = now + self.fetch_settings.total_timeout + HOLD_MARGIN
+        return await self.leases.take(host, ip, now, hold, policy.ip_delay)
+
+    async def _give_turn(self, host: str) -> None:
+        assert self.leases is not None
+        next_at, ip, ip_next_at = self.workbench.turns(host)
+        try:
+            await self.leases.give(host, next_at, ip, ip_next_at)
+        except Exception as exc:  # the hold runs out by itself; the fetch stands
+            log.warning("could not give back %s: %s", host, exc)
+
     async def _fetch(self, fetch: Fetch) -> None:
+        assert self.fetcher is not None
+        if self.leases is not None:
+            until = await self._take_turn(fetch.host, fetch.url)
+            if until is not None:  # another worker's turn
+                self._started -= 1
+                self.workbench.on_held(fetch, until)
+                return
+        try:
+            await self._fetch_held(fetch)
+        finally:
+            if self.leases is not None:
+                await self._give_turn(fetch.host)
+
+    async def _fetch_held(self, fetch: Fetch) -> None:
         assert self.fetcher is not None
         h = url_hash(fetch.url)
         headers: dict[str, str] = {}

@@ -30,10 +30,13 @@ from collections.abc import Callable
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
 
-__all__ = ["HELD_POLL", "HostLeases"]
+__all__ = ["HELD_POLL", "HOLD_MARGIN", "HostLeases"]
 
 HELD_POLL = 0.05
 """Seconds between two asks for a host another worker is fetching."""
+
+HOLD_MARGIN = 30.0
+"""Seconds a host is held past its fetch's total timeout, before the hold runs out."""
 
 
 class HostLeases:

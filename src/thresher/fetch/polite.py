@@ -34,7 +34,7 @@ from ..frontier.politeness import IpState
 from ..frontier.robots import Site
 from .client import Fetcher, FetchSettings
 from .errors import FetchError, InvalidRequestURL
-from .leases import HostLeases
+from .leases import HOLD_MARGIN, HostLeases
 from .response import Response
 
 __all__ = [
@@ -47,8 +47,6 @@ __all__ = [
 
 log = logging.getLogger("thresher.fetch")
 
-# Seconds a shared host is held past the fetch's total timeout, before it runs out.
-_HOLD_MARGIN = 30.0
 
 # robots.txt may redirect (RFC 9309 §2.3.1.2: follow at least five hops).
 ROBOTS_REDIRECTS = 5
@@ -172,7 +170,7 @@ class PoliteFetcher:
             now = self.clock.now()
             wait = state.ready_at(ip_state) - now
             if wait <= 0 and self.leases is not None:
-                hold = now + self.settings.total_timeout + _HOLD_MARGIN
+                hold = now + self.settings.total_timeout + HOLD_MARGIN
                 again = await self.leases.take(name, ip, now, hold, self.policy.ip_delay)
                 if again is None:
                     return

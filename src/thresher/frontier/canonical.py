@@ -80,8 +80,7 @@ def canonicalize(url: str) -> str:
     if not host:
         raise InvalidURL(url, "no host")
     if not host.isascii() or any(
-        c in _FORBIDDEN_IN_HOST or c.isspace() or not c.isprintable()
-        for c in host.replace(":", "")
+        c in _FORBIDDEN_IN_HOST or c.isspace() or not c.isprintable() for c in host.replace(":", "")
     ):
         raise InvalidURL(url, f"no such host can exist: {host!r}")
     if ":" in host:  # an IPv6 literal keeps its brackets

@@ -163,6 +163,24 @@ class Workbench:
         self._queued += 1
         self._schedule(state)
 
+    def on_held(self, fetch: Fetch, until: float) -> None:
+        """`fetch` was handed out but its host (or its address) is another worker's turn
+        until `until`: put it back at the head of its queue, and the host waits."""
+        self.on_cancel(fetch)
+        state = self._hosts[fetch.host]
+        state.next_allowed = max(state.next_allowed, until)
+        self._entry.pop(state.host, None)  # its heap entry is now too early
+        self._schedule(state)
+
+    def turns(self, host: str) -> tuple[float, str | None, float]:
+        """When `host` may next be fetched by its own clock (delay, Crawl-delay, backoff),
+        its address, and when that address may: what other workers must wait for."""
+        state = self._hosts.get(host)
+        if state is None:
+            return self.not_before, None, 0.0
+        ip = self._ip_of(state)
+        return state.ready_at(None), state.ip, ip.next_allowed if ip is not None else 0.0
+
     # -- decisions ------------------------------------------------------------------------
 
     def next_fetch(self, now: float) -> Fetch | float | None:

@@ -17,6 +17,7 @@ from .model import JOIN_KIND, Job, Outcome
 if TYPE_CHECKING:
     from ..clock import Clock
     from ..config import Config
+    from ..fetch.leases import HostLeases
     from ..fetch.polite import PoliteFetcher
     from ..store.aio import AsyncStore
 
@@ -38,6 +39,9 @@ class JobContext:
     # Objects the handlers of one process share (ingest's WARC writer), made on first
     # use under a key and closed when the worker pool stops.
     shared: Shared
+    # The hosts' turns shared by every worker of a PostgreSQL store; None with SQLite.
+    # Handlers that fetch without `fetcher` (a crawl) take their hosts' turns here.
+    leases: HostLeases | None = None
 
 
 class Fetcher(Protocol):

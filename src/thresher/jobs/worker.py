@@ -134,16 +134,17 @@ class WorkerPool:
         # Jobs whose commits may be due, from completions committed since: woken by the
         # next transaction (see thresher.jobs.queue on why not by the completing one).
         self._due: list[int] = []
+        # Workers anywhere may share a PostgreSQL store: they share its hosts' turns.
+        self._leases = (
+            HostLeases(store, self.owner, lease_seconds=config.lease_seconds, is_dead=is_dead_here)
+            if store.backend == "postgres"
+            else None
+        )
 
     def stop(self) -> None:
         """Claim nothing more; in-flight jobs get the grace period to finish."""
         self._stopping.set()
         self._wake.set()
-
-    @property
-    def shared_store(self) -> bool:
-        """Workers anywhere may share a PostgreSQL store: they share its hosts' turns."""
-        return self.store.backend == "postgres"
 
     @property
     def stopping(self) -> bool:
@@ -174,8 +175,8 @@ class WorkerPool:
             )
             for fetcher in self._fetchers.values():
                 await fetcher.__aexit__(None, None, None)
-            if self.shared_store:
-                await HostLeases(self.store, self.owner).release_all()
+            if self._leases is not None:
+                await self._leases.release_all()
         return self.stats
 
     async def _drain(self, tasks: list[asyncio.Task[None]]) -> None:
@@ -249,18 +250,8 @@ class WorkerPool:
                 max_decoded=HANDLER_MAX_BODY,
             )
             politeness = Politeness(delay=key[1], ip_delay=key[1] / 2)
-            leases = (
-                HostLeases(
-                    self.store,
-                    self.owner,
-                    lease_seconds=self.config.lease_seconds,
-                    is_dead=is_dead_here,
-                )
-                if self.shared_store
-                else None
-            )
             fetcher = await PoliteFetcher(
-                settings, politeness, self.clock, leases=leases
+                settings, politeness, self.clock, leases=self._leases
             ).__aenter__()
             self._fetchers[key] = fetcher
         return fetcher
@@ -363,7 +354,14 @@ class WorkerPool:
         transaction as the commit (one transaction per job instead of two)."""
         handler = handler_for(job.kind)
         ctx = JobContext(
-            job, self.owner, self.config, self.clock, self.store, self._fetcher, self._get_shared
+            job,
+            self.owner,
+            self.config,
+            self.clock,
+            self.store,
+            self._fetcher,
+            self._get_shared,
+            self._leases,
         )
         try:
             if handler is None:

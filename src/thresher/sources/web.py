@@ -99,6 +99,7 @@ async def _crawl(ctx: JobContext) -> Outcome:
         clock=ctx.clock,
         job=ctx.job.id,
         owner=ctx.owner,
+        leases=ctx.leases,
     )
     summary = await engine.run()
     return Outcome(result=summary.as_dict())

@@ -1,0 +1,74 @@
+"""A crawl shares its hosts' turns with every other fetch of the fleet: a `web` crawl
+and a `urls` list over the same hosts, done by two `thresher worker` processes on one
+PostgreSQL store, never fetch a host twice within its delay (from the server's log)."""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import subprocess
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from crawlsite import SiteServer, build_site
+
+from cli_proc import Home
+from conftest import new_pg_database
+
+DELAY = 0.3
+
+
+def too_close(site: SiteServer) -> dict[str, float]:
+    """Hosts fetched twice within the delay, with their shortest gap."""
+    times: dict[str, list[float]] = defaultdict(list)
+    for hit in site.hits:
+        times[hit.url.split("/")[2]].append(hit.at)
+    out = {}
+    for host, seen in times.items():
+        gaps = [b - a for a, b in itertools.pairwise(sorted(seen))]
+        if gaps and min(gaps) < DELAY * 0.95:
+            out[host] = round(min(gaps), 3)
+    return out
+
+
+@pytest.mark.slow
+def test_a_crawl_and_a_list_of_the_same_hosts_take_turns(pg_admin_url: str, tmp_path: Path) -> None:
+    with SiteServer(hosts=2) as site:
+        seeds = build_site(site, pages_per_host=12)
+        home = Home(tmp_path, new_pg_database(pg_admin_url))
+        polite = ["-o", "allow_private=true", "-o", f"delay={DELAY}"]
+        home.run(
+            "source", "add", "web", seeds[0], "--type", "web",
+            "-o", "seeds=" + " ".join(seeds[1:]),
+            "-o", rf"scope=^http://127\.0\.0\.\d+:{site.port}/", *polite,
+        )  # fmt: skip
+        listing = tmp_path / "pages.txt"
+        pages = site.reachable(seeds)
+        listing.write_text("\n".join(sorted(pages)) + "\n")
+        home.run("source", "add", "docs", str(listing), "--type", "urls", *polite)
+        home.run("run", "--detach")
+        workers = [home.start("worker", "--name", f"w{i}", "-c", "4") for i in range(2)]
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                assert time.monotonic() < deadline, "the workers did not finish"
+                for w in workers:
+                    assert w.poll() is None, w.communicate()
+                runs = home.query("SELECT source, outcome FROM source_runs")
+                if len(runs) == 2 and all(r["outcome"] != "running" for r in runs):
+                    break
+                time.sleep(0.2)
+        finally:
+            for w in workers:
+                w.send_signal(signal.SIGTERM)
+            for w in workers:
+                try:
+                    w.communicate(timeout=30)
+                except subprocess.TimeoutExpired:
+                    w.kill()
+                    w.communicate()
+        assert sorted(r["outcome"] for r in runs) == ["ok", "ok"]
+        assert len(site.hits) >= 2 * len(pages), "both sources fetched every page"
+        assert too_close(site) == {}
