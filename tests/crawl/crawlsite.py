@@ -4,6 +4,8 @@ process and `thresher crawl` subprocesses alike can use it.
 Hosts are distinct loopback addresses (127.0.0.1, 127.0.0.2 …; all of 127/8 is
 loopback on Linux) on one port, so per-host and per-IP politeness see several servers.
 Every request is logged; pages carry ETags and answer 304 to a matching If-None-Match.
+`listen` adds sockets bound elsewhere (say, in other network namespaces) to the same
+server and log, each hit saying which way it came in.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class Hit:
     status: int
     headers: dict[str, str]
     at: float
+    via: str = ""  # the label of the `listen` socket it came in through ("": `ips`)
 
 
 def _free_port() -> int:
@@ -61,10 +64,19 @@ class SiteServer:
         self.latency = 0.0  # seconds each page answer waits (a slower server)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._runner: web.AppRunner | None = None
+        self._runners: list[web.AppRunner] = []
+        self._extra: list[tuple[socket.socket, str]] = []
 
     def base(self, i: int) -> str:
         return f"http://{self.ips[i]}:{self.port}"
+
+    def listen(self, sock: socket.socket, via: str) -> None:
+        """Also serve on `sock`, a bound TCP socket (for instance one made in another
+        network namespace, on one of `ips` and `port`); its hits carry `via`. Call
+        before entering; the server closes the socket when it stops."""
+        if self._thread.is_alive():
+            raise RuntimeError("listen() before the server starts")
+        self._extra.append((sock, via))
 
     def __enter__(self) -> SiteServer:
         self._thread.start()
@@ -78,27 +90,40 @@ class SiteServer:
         self._loop.close()
 
     async def _start(self) -> None:
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
+        vias = dict.fromkeys(["", *(via for _, via in self._extra)])
+        runners = {via: await self._runner(via) for via in vias}
         for ip in self.ips:
-            await web.TCPSite(self._runner, ip, self.port).start()
+            await web.TCPSite(runners[""], ip, self.port).start()
+        for sock, via in self._extra:
+            await web.SockSite(runners[via], sock).start()
+
+    async def _runner(self, via: str) -> web.AppRunner:
+        """An app whose hits are labelled `via`, so each shows which way it came in."""
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._handle(request, via)
+
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        return runner
 
     async def _stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        for runner in self._runners:
+            await runner.cleanup()
 
-    async def _handle(self, request: web.Request) -> web.StreamResponse:
+    async def _handle(self, request: web.Request, via: str = "") -> web.StreamResponse:
         url = f"http://{request.host}{request.path_qs}"
         headers = {k.lower(): v for k, v in request.headers.items()}
         page = self.pages.get(url)
-        status = await self._answer(request, url)
+        status = await self._answer(request, url, via)
         if page is None or not (page.hang or page.reset):
-            self.hits.append(Hit(url, status.status, headers, time.monotonic()))
+            self.hits.append(Hit(url, status.status, headers, time.monotonic(), via))
         return status
 
-    async def _answer(self, request: web.Request, url: str) -> web.StreamResponse:
+    async def _answer(self, request: web.Request, url: str, via: str) -> web.StreamResponse:
         if request.path == "/robots.txt":
             ip = request.host.split(":")[0]
             if ip in self.robots:
@@ -120,7 +145,8 @@ class SiteServer:
             headers["ETag"] = etag
         if page.hang or page.reset:
             # Logged now: the client gives up first, and aiohttp cancels this handler.
-            hit = Hit(url, page.status, {k.lower(): v for k, v in request.headers.items()}, 0.0)
+            asked = {k.lower(): v for k, v in request.headers.items()}
+            hit = Hit(url, page.status, asked, 0.0, via)
             self.hits.append(hit)
             resp = web.StreamResponse(status=page.status, headers=headers)
             resp.content_length = len(page.body)
