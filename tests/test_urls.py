@@ -563,23 +563,35 @@ def test_redirects(store_url: str, tmp_path: Path) -> None:
             site.pages["/old"] = Page(status=301, headers={"Location": "/new"})
             site.pages["/new"] = Page(b"moved here", etag='"n"')
             site.pages["/loop"] = Page(status=302, headers={"Location": "/loop"})
+            site.pages["/loop-a"] = Page(status=301, headers={"Location": "/loop-b"})
+            site.pages["/loop-b"] = Page(status=301, headers={"Location": "/loop-a"})
+            site.pages["/chain/0"] = Page(status=302, headers={"Location": "/chain/1"})
+            for i in range(1, 12):
+                site.pages[f"/chain/{i}"] = Page(
+                    status=302, headers={"Location": f"/chain/{i + 1}"}
+                )
             site.pages["/away"] = Page(status=302, headers={"Location": "ftp://127.0.0.1/x"})
             site.pages["/unasked"] = Page(status=304)
-            paths = ["/old", "/loop", "/away", "/unasked"]
+            paths = ["/old", "/loop", "/loop-a", "/chain/0", "/away", "/unasked"]
             site.pages["/list.txt"] = Page("\n".join(map(site.url, paths)).encode())
             await add(config, site.url("/list.txt"))
             h = await harvest(config)
 
             assert h.report.outcome == "ok", h.report.error
-            assert h.report.counts == {"done": 6}
+            assert h.report.counts == {"done": 8}
             # Followed, and stored under the URL of the list.
             assert_stored(h.docs[site.url("/old")], site.pages["/new"], h)
-            # A loop is a result like a 404, from one attempt: aiohttp follows at most 10
-            # redirects (its default max_redirects), then gives up.
-            assert 2 <= site.counts()["/loop"] <= 11
+            # A loop is a result like a 404, from one attempt, found when a redirect
+            # points back into its own chain: each URL of the loop is asked once.
+            counts = site.counts()
+            assert counts["/loop"] == counts["/loop-a"] == counts["/loop-b"] == 1
             loop = h.docs[site.url("/loop")]
             assert loop["status"] == 302 and loop["sha256"] is None
-            assert loop["error"].startswith("TooManyRedirects")
+            assert loop["error"].startswith("TooManyRedirects: redirect loop")
+            assert "back to" in h.docs[site.url("/loop-a")]["error"]
+            # A chain that never comes back is given up after MAX_REDIRECTS.
+            assert [counts.get(f"/chain/{i}", 0) for i in range(12)] == [1] * 11 + [0]
+            assert "more than 10 redirects" in h.docs[site.url("/chain/0")]["error"]
             away = h.docs[site.url("/away")]
             assert away["sha256"] is None and "ftp://127.0.0.1/x" in away["error"]
             unasked = h.docs[site.url("/unasked")]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..errors import PermanentError
 from ..fetch import Response
+from ..frontier import InvalidURL, canonicalize
 from ..jobs import JobContext
 
 __all__ = ["MAX_REDIRECTS", "RETRY_STATUSES", "TooManyRedirects", "get_following"]
@@ -20,11 +21,21 @@ RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 
 
 class TooManyRedirects(PermanentError):
-    """More than MAX_REDIRECTS redirects in a row (a loop, most likely)."""
+    """A redirect back to a URL of the same chain, or more than MAX_REDIRECTS in a row."""
 
-    def __init__(self, url: str, last: Response) -> None:
-        super().__init__(f"more than {MAX_REDIRECTS} redirects from {url}")
+    def __init__(self, url: str, last: Response, loop_to: str | None = None) -> None:
+        if loop_to is None:
+            super().__init__(f"more than {MAX_REDIRECTS} redirects from {url}")
+        else:
+            super().__init__(f"redirect loop from {url}: back to {loop_to}")
         self.last = last
+
+
+def _same(url: str) -> str:
+    try:
+        return canonicalize(url)
+    except InvalidURL:
+        return url
 
 
 async def get_following(
@@ -37,9 +48,13 @@ async def get_following(
         allow_private=bool(opts.get("allow_private", False)), delay=opts.get("delay")
     )
     target = url
+    seen = {_same(url)}
     for _ in range(MAX_REDIRECTS + 1):
         resp = await fetcher.get(target, headers, max_body=max_body)
         if resp.location is None or resp.status == 304:
             return resp
         target = resp.location
+        if _same(target) in seen:  # asking again would only go round once more
+            raise TooManyRedirects(url, resp, loop_to=target)
+        seen.add(_same(target))
     raise TooManyRedirects(url, resp)
