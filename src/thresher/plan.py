@@ -180,16 +180,16 @@ class ExecutionPlan:
     async def _close_run(self, name: str, run_id: int, interrupted: bool) -> SourceReport:
         now = self.clock.now()
 
-        def close(tx: Tx) -> SourceReport:
+        def close(tx: Tx) -> tuple[SourceReport, bool]:
             counts = {r["state"]: int(r["n"]) for r in tx.all("run_job_counts", run=run_id)}
             open_jobs = sum(counts.get(s, 0) for s in ("pending", "waiting", "leased"))
             if interrupted or open_jobs:
                 # Left open: the next `thresher run` resumes it where it stopped.
-                return SourceReport(name, run_id, "interrupted", counts, None)
+                return SourceReport(name, run_id, "interrupted", counts, None), True
             failure = tx.one("first_failure", run=run_id)
             error = f"{failure['key']}: {failure['last_error']}" if failure else None
             outcome = "failed" if counts.get("failed") else "ok"
-            tx.execute(
+            closed = tx.execute(
                 "close_source_run",
                 id=run_id,
                 now=now,
@@ -197,11 +197,13 @@ class ExecutionPlan:
                 counts=json.dumps(counts, sort_keys=True),
                 error=error,
             )
-            return SourceReport(name, run_id, outcome, counts, error)
+            # Finished jobs do not change: whoever closed it first found the same.
+            return SourceReport(name, run_id, outcome, counts, error), closed > 0
 
-        report = await self.store.run(close)
-        level = logging.INFO if report.outcome != "failed" else logging.WARNING
-        log.log(level, "%s: run %s %s %s", name, run_id, report.outcome, report.counts)
+        report, news = await self.store.run(close)
+        if news:  # every idle worker sees a drained run; the one that closes it says so
+            level = logging.INFO if report.outcome != "failed" else logging.WARNING
+            log.log(level, "%s: run %s %s %s", name, run_id, report.outcome, report.counts)
         return report
 
     async def run_every(self, interval: float, names: Sequence[str] = ()) -> list[RunReport]:
