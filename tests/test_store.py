@@ -237,3 +237,34 @@ def test_upgrade_to_waiting_commits(store_url: str) -> None:
             conn.close()
     finally:
         upgraded.close()
+
+
+def test_postgres_read_only_role(pg_admin_url: str) -> None:
+    """A role that may only read opens a store at the current schema (for `status`,
+    `search`, exports); one that would need migrating is a clear StoreError (exit 3)."""
+    import uuid
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    role = f"ro_{uuid.uuid4().hex[:8]}"
+
+    def as_role(url: str) -> str:
+        u = urlsplit(url)
+        return urlunsplit((u.scheme, f"{role}@{u.hostname}:{u.port}", u.path, u.query, ""))
+
+    current, empty = new_pg_database(pg_admin_url), new_pg_database(pg_admin_url)
+    open_store(current).close()
+    with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+    with psycopg.connect(current, autocommit=True) as owner:
+        owner.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    store = open_store(as_role(current))
+    try:
+        with store.transaction(write=False) as tx:
+            assert tx.all("list_sources") == []
+    finally:
+        store.close()
+    with pytest.raises(StoreError, match="cannot bring .* to schema version") as err:
+        open_store(as_role(empty))
+    assert err.value.exit_code == 3 and "permission denied" in str(err.value)

@@ -14,9 +14,9 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from ..errors import StoreUnavailable
+from ..errors import StoreError, StoreUnavailable
 from .base import Row
-from .migrate import pending
+from .migrate import migrations, pending
 from .queries import load_queries
 
 __all__ = ["PostgresStore"]
@@ -100,22 +100,37 @@ class PostgresStore:
             raise StoreUnavailable(f"PostgreSQL store: {exc}") from exc
 
     def schema_version(self) -> int:
-        row = self._conn.execute("SELECT max(version) AS v FROM schema_migrations").fetchone()
+        try:
+            row = self._conn.execute("SELECT max(version) AS v FROM schema_migrations").fetchone()
+        except psycopg.errors.UndefinedTable:
+            return 0  # a new, empty database
         return int(row["v"] or 0) if row else 0
 
     def _migrate(self) -> None:
-        with self._conn.transaction():
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
-                " name TEXT NOT NULL, applied DOUBLE PRECISION NOT NULL)"
-            )
-            for m in pending(self.backend, self.schema_version(), "the PostgreSQL store"):
-                self._conn.execute(m.sql.encode())
+        # Looked at first without a lock or a CREATE: a role that may only read (for
+        # `status`, `search`, exports) opens a store whose schema is current.
+        if not pending(self.backend, self.schema_version(), "the PostgreSQL store"):
+            return
+        target = len(migrations(self.backend))
+        try:
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 self._conn.execute(
-                    "INSERT INTO schema_migrations VALUES (%s, %s, %s)",
-                    (m.version, m.name, time.time()),
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY,"
+                    " name TEXT NOT NULL, applied DOUBLE PRECISION NOT NULL)"
                 )
+                for m in pending(self.backend, self.schema_version(), "the PostgreSQL store"):
+                    self._conn.execute(m.sql.encode())
+                    self._conn.execute(
+                        "INSERT INTO schema_migrations VALUES (%s, %s, %s)",
+                        (m.version, m.name, time.time()),
+                    )
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
+            reason = str(exc).strip().splitlines()[0]
+            raise StoreError(
+                f"cannot bring the PostgreSQL store to schema version {target}: {reason};"
+                " open it once as a role that may create tables"
+            ) from None
 
     def close(self) -> None:
         self._conn.close()
