@@ -265,6 +265,6 @@ def test_postgres_read_only_role(pg_admin_url: str) -> None:
             assert tx.all("list_sources") == []
     finally:
         store.close()
-    with pytest.raises(StoreError, match="cannot bring .* to schema version") as err:
+    with pytest.raises(StoreError, match=r"cannot bring .* to schema version") as err:
         open_store(as_role(empty))
     assert err.value.exit_code == 3 and "permission denied" in str(err.value)
