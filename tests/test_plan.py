@@ -261,3 +261,37 @@ def test_removing_a_source_cancels_its_open_run(store_url: str, tmp_path: Path) 
             await store.close()
 
     asyncio.run(body())
+
+
+@pytest.mark.parametrize("keep", [7.0, -1.0])
+def test_jobs_of_runs_finished_long_ago_are_deleted(
+    store_url: str, tmp_path: Path, keep: float
+) -> None:
+    """A finished run's jobs go once `keep_jobs_days` have passed since it finished (the
+    run's row keeps their counts), when a later run closes; negative keeps them."""
+
+    async def body() -> None:
+        config = make_config(store_url, tmp_path, keep_jobs_days=keep)
+        clock = FakeClock(start=1_000_000.0)
+
+        async def jobs_of(store: AsyncStore, run: int) -> int:
+            return len(await store.run(lambda tx: tx.all("list_jobs", run=run), write=False))
+
+        first, store, _ = await run_plan(config, clock, setup=lambda s: add(s, "s", jobs=30))
+        try:
+            [old] = first.sources
+            assert await jobs_of(store, old.run_id) == 38
+            clock.advance(6 * 86400)  # not yet a week
+            second = await ExecutionPlan(config, store, clock).run_once()
+            [mid] = second.sources
+            assert await jobs_of(store, old.run_id) == 38
+            clock.advance(2 * 86400)  # the first finished 8 days ago, the second 2
+            third = await ExecutionPlan(config, store, clock).run_once()
+            [new] = third.sources
+            expected_old = 38 if keep < 0 else 0
+            assert await jobs_of(store, old.run_id) == expected_old
+            assert await jobs_of(store, mid.run_id) == await jobs_of(store, new.run_id) == 38
+        finally:
+            await store.close()
+
+    asyncio.run(body())

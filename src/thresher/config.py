@@ -51,6 +51,11 @@ class Config:
     delay: float = _opt(
         1.0, "Seconds between two requests to one host (robots.txt Crawl-delay if larger)."
     )
+    keep_jobs_days: float = _opt(
+        7.0,
+        "Days the jobs of a finished run are kept, then deleted (the run keeps their"
+        " counts); negative: kept for ever.",
+    )
 
     @property
     def heartbeat_seconds(self) -> float:

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clock import Clock
+from .clock import Clock, iso
 from .config import Config
 from .errors import UsageError
 from .jobs import JobSpec, PoolStats, WorkerPool, queue
@@ -204,7 +204,18 @@ class ExecutionPlan:
         if news:  # every idle worker sees a drained run; the one that closes it says so
             level = logging.INFO if report.outcome != "failed" else logging.WARNING
             log.log(level, "%s: run %s %s %s", name, run_id, report.outcome, report.counts)
+            await self._prune(now)
         return report
+
+    async def _prune(self, now: float) -> None:
+        """Delete the jobs of runs finished more than `keep_jobs_days` ago: without it the
+        job table grows by every job of every run, for ever."""
+        if self.config.keep_jobs_days < 0:
+            return
+        before = now - self.config.keep_jobs_days * 86400
+        pruned = await self.store.run(lambda tx: queue.prune(tx, before))
+        if pruned:
+            log.info("deleted %d jobs of runs finished before %s", pruned, iso(before))
 
     async def run_every(self, interval: float, names: Sequence[str] = ()) -> list[RunReport]:
         """Run, wait until `interval` after the run's start, repeat until stopped.

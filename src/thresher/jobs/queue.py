@@ -35,6 +35,7 @@ __all__ = [
     "expire_dead_owners",
     "expire_leases",
     "fail",
+    "prune",
     "release",
     "renew",
     "retry",
@@ -222,3 +223,10 @@ def renew(tx: Tx, owner: str, now: float, lease: float) -> int:
 def release(tx: Tx, owner: str, now: float) -> int:
     """Hand back every lease of `owner` unfinished, without counting an attempt."""
     return tx.execute("release_leases", owner=owner, now=now)
+
+
+def prune(tx: Tx, before: float) -> int:
+    """Delete the jobs of runs that finished before `before`; how many were deleted."""
+    return sum(
+        tx.execute("delete_run_jobs", run=r["id"]) for r in tx.all("prunable_runs", before=before)
+    )

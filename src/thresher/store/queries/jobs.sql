@@ -140,3 +140,16 @@ SELECT r.id, r.source,
 FROM source_runs r
 WHERE r.outcome = 'running'
 ORDER BY r.id
+
+-- name: prunable_runs
+-- Finished runs before :before that still have jobs. Their jobs are done with: the run's
+-- row keeps the counts, and results live in their own tables.
+SELECT r.id FROM source_runs r
+WHERE r.outcome <> 'running' AND r.finished < :before
+  AND EXISTS (SELECT 1 FROM jobs j WHERE j.source_run_id = r.id)
+ORDER BY r.id
+
+-- name: delete_run_jobs
+-- One statement: a job and the jobs that name it (parent_id, waits_for) go together, and
+-- both databases check those references at the statement's end.
+DELETE FROM jobs WHERE source_run_id = :run
