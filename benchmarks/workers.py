@@ -15,8 +15,9 @@ Four steps, all on a private throwaway PostgreSQL server (as the tests start it)
    million URLs, half-way through its last page), ingest_requests, ingest_results and
    file_meta, inserted with generate_series through the real schema (URLs of about 80
    bytes), then table and index sizes per million rows; then a million pending jobs.
-4. Plans: EXPLAIN (ANALYZE, BUFFERS) of the claim (claim_job), the host lease read
-   (get_host_leases) and the ingest page query (ingest_page) on those tables, with the
+4. Plans: EXPLAIN (ANALYZE, BUFFERS) of the claim (claim_job), the commit wake-ups
+   (wake_commit after each job, wake_ready_commits on each heartbeat), the host lease
+   read (get_host_leases) and the ingest page query (ingest_page) on those tables, with the
    parameters a worker sends (custom plan) and as a generic prepared plan.
 
     python3 benchmarks/workers.py                  # about 15 minutes here
@@ -582,8 +583,8 @@ FROM generate_series(1, %(rows)s) AS n""",
 # the job system leaves it: page p's job made its 1000 fetch jobs, the next page's job
 # (priority -1) and then its own commit ('join', waiting for page p, child of page p-1;
 # the root's is 'ingest.commit'), in that order of ids. Pages before the last are done
-# with all their fetches; their commits wait (a commit is claimable only when no child
-# of what it waits for is unfinished, and each page has the next page's commit as a
+# with all their fetches; their commits are `waiting` (a commit waits until no child of
+# what it waits for is unfinished, and each page has the next page's commit as a
 # child). Of the last page's fetches 500 are done, 8 leased, the rest pending.
 JOBS_SQL = f"""
 WITH b AS (
@@ -616,7 +617,7 @@ SELECT b.id,
             WHEN k = 1000 THEN '{{"after": ["pdf", "' || {_URL} || '"], "options": '
                                || '{_OPTIONS}, "taken": ' || (p * 1000) || '}}'
             ELSE '{{}}' END,
-       CASE WHEN k = 1001 THEN 'pending'
+       CASE WHEN k = 1001 THEN 'waiting'
             WHEN k = 1000 THEN CASE WHEN p < %(pages)s THEN 'done' ELSE 'pending' END
             WHEN p < %(pages)s OR k < 500 THEN 'done'
             WHEN k < 508 THEN 'leased' ELSE 'pending' END,
@@ -690,9 +691,10 @@ def add_pending(db: str, rows: int) -> tuple[float, dict[str, int]]:
         assert root is not None
         conn.execute(PENDING_SQL.encode(), {"rows": rows, "root": int(root[0])})
         conn.execute(
-            b"INSERT INTO jobs (kind, key, parent_id, waits_for, source, source_run_id,"
+            b"INSERT INTO jobs (kind, key, parent_id, waits_for, source, source_run_id, state,"
             b" max_attempts, not_before, created, updated) VALUES ('urls.commit',"
-            b" 'run2:list#commit', NULL, %s, 'list', 2, 5, 1796100000, 1796100000, 1796100000)",
+            b" 'run2:list#commit', NULL, %s, 'list', 2, 'waiting', 5, 1796100000, 1796100000,"
+            b" 1796100000)",
             (int(root[0]),),
         )
         seconds = time.perf_counter() - t
@@ -790,6 +792,25 @@ def plans(db: str, pages: int, rows: int) -> list[Plan]:
                 "claim_job", {**claim, "run": 1}),
         explain(db, "claim_job, run 1", "claim_job", {**claim, "run": 1}, generic=True),
         explain(db, f"claim_job, run 2 ({rows} pending jobs)", "claim_job", {**claim, "run": 2}),
+    ]  # fmt: skip
+    with psycopg.connect(db, autocommit=True) as conn:
+        # A host down: the run's first 100 000 jobs wait out a retry's backoff.
+        conn.execute(
+            b"UPDATE jobs SET not_before = %s WHERE id IN (SELECT id FROM jobs"
+            b" WHERE source_run_id = 2 AND state = 'pending' ORDER BY id LIMIT 100000)",
+            (now + 3600,),
+        )
+        conn.execute(b"CHECKPOINT")
+        conn.execute(b"VACUUM ANALYZE jobs")
+    out += [
+        explain(db, "claim_job, run 2 (its first 100000 pending jobs in backoff)",
+                "claim_job", {**claim, "run": 2}),
+        # After every completion: the last page's commit, with 492 fetches unfinished.
+        explain(db, "wake_commit (the last page's, not yet due)", "wake_commit",
+                {"job": 2 + (pages - 2) * 1002 + 1000, "now": now}),
+        # Every heartbeat: the sweep over the run's waiting commits (none due).
+        explain(db, f"wake_ready_commits, run 1 ({pages} waiting commits)",
+                "wake_ready_commits", {"run": 1, "now": now}),
     ]  # fmt: skip
     keys = json.dumps(["host:www.pub4711.example-journals.org", "ip:10.0.18.103"])
     out.append(explain(db, "get_host_leases (a host and its address)", "get_host_leases",

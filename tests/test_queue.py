@@ -401,3 +401,20 @@ def test_a_sweep_wakes_commits_a_killed_worker_did_not(store: Store) -> None:
         assert queue.wake_ready(tx, [run], 3) == 0
     commit = claim(store, "w", run, 3)
     assert commit is not None and commit.key == f"run{run}:root#commit"
+
+
+def test_claims_take_the_job_due_longest_first(store: Store) -> None:
+    """Within a priority, the job that has been due longest goes first: a job back from
+    a retry's backoff queues behind those due before it, and the claim index does not
+    hold jobs still waiting out their backoff ahead of everything due."""
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a", now=0)
+        add_job(tx, run, "b", now=0)
+        add_job(tx, run, "c", now=50)
+    a = claim(store, "w", run, now=1)
+    assert a is not None and a.key.endswith(":a")
+    with store.transaction() as tx:
+        queue.retry(tx, a, "w", "503", now=1, delay=99)  # due again at 100
+    order = [claim(store, "w", run, now=200) for _ in range(3)]
+    assert [j.key.rsplit(":", 1)[1] for j in order if j] == ["b", "c", "a"]

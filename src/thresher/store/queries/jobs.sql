@@ -27,7 +27,7 @@ WHERE id = (
     SELECT j.id FROM jobs j
     WHERE j.state = 'pending' AND j.not_before <= :now
       AND j.source_run_id = :run
-    ORDER BY j.priority DESC, j.id
+    ORDER BY j.priority DESC, j.not_before, j.id
     LIMIT 1)
 RETURNING *
 
