@@ -6,7 +6,13 @@ import aiohttp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thresher.errors import LeaseLost, PermanentError, SourceError, TransientError
+from thresher.errors import (
+    LeaseLost,
+    PermanentError,
+    SourceError,
+    StoreUnavailable,
+    TransientError,
+)
 from thresher.jobs.retry import backoff_delay, is_transient
 
 
@@ -35,6 +41,8 @@ def test_classification() -> None:
     assert is_transient(ConnectionResetError())
     assert is_transient(aiohttp.ServerDisconnectedError())
     assert is_transient(KeyError("bug"))  # unknown: retried, bounded by max_attempts
+    # A deadlock or a dropped connection rolled the commit back: nothing was written.
+    assert is_transient(StoreUnavailable("PostgreSQL store: deadlock detected"))
     assert not is_transient(PermanentError("404"))
     assert not is_transient(SourceError("bad option"))
     assert not is_transient(LeaseLost("gone"))

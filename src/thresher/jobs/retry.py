@@ -8,7 +8,7 @@ import sqlite3
 
 import aiohttp
 
-from ..errors import PermanentError, ThresherError, TransientError
+from ..errors import PermanentError, StoreUnavailable, ThresherError, TransientError
 
 __all__ = ["backoff_delay", "is_transient"]
 
@@ -20,6 +20,8 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, PermanentError):
         return False
     if isinstance(exc, TransientError | TimeoutError | asyncio.TimeoutError | ConnectionError):
+        return True
+    if isinstance(exc, StoreUnavailable):  # unreachable, or a deadlock: nothing was written
         return True
     if isinstance(exc, aiohttp.ClientError | OSError | sqlite3.OperationalError):
         return True

@@ -208,6 +208,9 @@ class WorkerPool:
             await self.clock.sleep(self.config.heartbeat_seconds)
             try:
                 expired = await self.store.run(partial(self._beat, now=self.clock.now()))
+                # Its own transaction: it locks commits' rows, the beat this worker's jobs.
+                sweep = partial(queue.wake_ready, runs=list(self.runs), now=self.clock.now())
+                expired += await self.store.run(sweep)
             except Exception as exc:  # a missed heartbeat is survivable; the next may work
                 log.warning("heartbeat failed: %s", exc)
                 continue
@@ -215,8 +218,7 @@ class WorkerPool:
                 self._wake.set()
 
     def _beat(self, tx: Tx, now: float) -> int:
-        """Renew our leases, say we are alive, and free the jobs of workers that are not
-        (and the commits they did not get to wake)."""
+        """Renew our leases, say we are alive, and free the jobs of workers that are not."""
         queue.renew(tx, self.owner, now, self.config.lease_seconds)
         tx.execute(
             "upsert_worker",
@@ -227,11 +229,7 @@ class WorkerPool:
             jobs_done=self.stats.done,
             now=now,
         )
-        return (
-            queue.expire_leases(tx, now)
-            + queue.expire_dead_owners(tx, now, is_dead_here)
-            + queue.wake_ready(tx, self.runs, now)
-        )
+        return queue.expire_leases(tx, now) + queue.expire_dead_owners(tx, now, is_dead_here)
 
     async def _fetcher(
         self, *, allow_private: bool = False, delay: float | None = None

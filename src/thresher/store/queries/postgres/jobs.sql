@@ -13,6 +13,29 @@ WHERE id = (
     FOR UPDATE SKIP LOCKED)
 RETURNING *
 
+-- name: wake_commit
+-- Rows are locked with SKIP LOCKED, never waited for: the commit's row is locked only by
+-- another wake or the heartbeat's sweep, which make it claimable anyway, and waiting for
+-- them deadlocked against a heartbeat renewing this worker's leases. The check for
+-- unfinished children is inside the locking query, so a wake that finds some does not
+-- hold the row (and make another that would succeed skip it).
+UPDATE jobs SET state = 'pending', not_before = :now, updated = :now
+WHERE id IN (
+    SELECT w.id FROM jobs w
+    WHERE w.waits_for = :job AND w.state = 'waiting'
+      AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = :job
+                      AND c.state IN ('pending', 'waiting', 'leased', 'failed'))
+    FOR UPDATE OF w SKIP LOCKED)
+
+-- name: wake_ready_commits
+UPDATE jobs SET state = 'pending', not_before = :now, updated = :now
+WHERE id IN (
+    SELECT w.id FROM jobs w
+    WHERE w.source_run_id = :run AND w.state = 'waiting'
+      AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = w.waits_for
+                      AND c.state IN ('pending', 'waiting', 'leased', 'failed'))
+    FOR UPDATE OF w SKIP LOCKED)
+
 -- name: open_jobs
 SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS next_due
 FROM jobs
