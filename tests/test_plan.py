@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -13,9 +14,12 @@ import pytest
 
 from thresher.clock import Clock, FakeClock, SystemClock
 from thresher.config import Config
-from thresher.errors import UnknownSource
+from thresher.errors import HostBusy, UnknownSource
+from thresher.jobs import JobContext, JobSpec, Outcome, WorkerPool, queue
+from thresher.jobs.handlers import register
 from thresher.plan import ExecutionPlan, RunReport, parse_duration
 from thresher.sources import add_source
+from thresher.store import Tx
 from thresher.store.aio import AsyncStore
 
 
@@ -291,6 +295,53 @@ def test_jobs_of_runs_finished_long_ago_are_deleted(
             expected_old = 38 if keep < 0 else 0
             assert await jobs_of(store, old.run_id) == expected_old
             assert await jobs_of(store, mid.run_id) == await jobs_of(store, new.run_id) == 38
+        finally:
+            await store.close()
+
+    asyncio.run(body())
+
+
+@register("test.busy_host")
+async def _busy_host(ctx: JobContext) -> Outcome:
+    free_at = float(ctx.job.payload["free_at"])
+    if ctx.clock.now() < free_at:
+        raise HostBusy("example.org", free_at, ctx.clock.now(), "another worker's turn")
+    return Outcome(result={"at": ctx.clock.now()})
+
+
+def test_a_busy_host_hands_the_job_back_without_counting_an_attempt(
+    store_url: str, tmp_path: Path
+) -> None:
+    """HostBusy is not a failure: the job waits in the table for the host's turn, and
+    even a job allowed one attempt is done once its host is free."""
+
+    async def body() -> None:
+        config = make_config(store_url, tmp_path)
+        clock = FakeClock(start=1_000.0)
+        store = await AsyncStore(config.store_url).open()
+        try:
+
+            def setup(tx: Tx) -> int:
+                row = tx.one("open_source_run", source="busy", now=1_000.0)
+                assert row is not None
+                run = int(row["id"])
+                queue.enqueue(
+                    tx,
+                    JobSpec("test.busy_host", "j", {"free_at": 1_090.0}, max_attempts=1),
+                    key=f"run{run}:j",
+                    now=1_000.0,
+                    default_max_attempts=1,
+                    source="busy",
+                    source_run_id=run,
+                )
+                return run
+
+            run = await store.run(setup)
+            stats = await WorkerPool(config, store, clock, [run], workers=1).run()
+            job = await store.run(lambda tx: tx.one("get_job_by_key", key=f"run{run}:j"), False)
+            assert job is not None and job["state"] == "done" and job["attempts"] == 1
+            assert (stats.deferred, stats.retried, stats.failed) == (1, 0, 0)
+            assert json.loads(job["result"])["at"] >= 1_090.0
         finally:
             await store.close()
 

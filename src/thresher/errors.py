@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "HostBusy",
     "JobError",
     "LeaseLost",
     "PermanentError",
@@ -72,6 +73,17 @@ class TransientError(JobError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class HostBusy(TransientError):
+    """The host's turn comes at `until`, later than a worker waits with a job in hand
+    (another worker is fetching it, a Retry-After, a parked host, a queue of jobs for it).
+    The job goes back to the job table until then, without counting an attempt: nothing
+    failed."""
+
+    def __init__(self, host: str, until: float, now: float, why: str) -> None:
+        super().__init__(f"{host}: its turn comes in {until - now:.0f} s ({why})", until - now)
+        self.until = until
 
 
 class PermanentError(JobError):

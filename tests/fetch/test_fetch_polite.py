@@ -12,7 +12,7 @@ from aiohttp import web
 from fetch_servers import serve
 
 from thresher.clock import FakeClock
-from thresher.errors import TransientError
+from thresher.errors import HostBusy, TransientError
 from thresher.fetch import FetchSettings, InvalidRequestURL
 from thresher.fetch.polite import PoliteFetcher, RobotsDisallowed
 from thresher.frontier import Politeness
@@ -80,16 +80,59 @@ def test_a_long_retry_after_sends_the_job_back_instead_of_sleeping() -> None:
 
     async def body() -> None:
         async with serve(server.handle) as base:
-            polite = PoliteFetcher(SETTINGS, Politeness(delay=0.0), FakeClock(), max_wait=30)
+            clock = FakeClock()
+            polite = PoliteFetcher(SETTINGS, Politeness(delay=0.0), clock, max_wait=30)
             async with polite:
                 first = await polite.get(f"{base}/a")
                 assert first.status == 503
-                with pytest.raises(TransientError) as caught:
+                with pytest.raises(HostBusy) as caught:
                     await polite.get(f"{base}/b")
+                # A host's turn to come, not a failure: the job waits for it, no attempt lost.
+                assert isinstance(caught.value, TransientError)
                 assert caught.value.retry_after == pytest.approx(100, abs=1)
+                assert caught.value.until == pytest.approx(clock.now() + 100, abs=1)
 
     asyncio.run(body())
     assert "/b" not in server.paths
+
+
+def test_a_wait_past_max_defer_is_a_plain_transient_error() -> None:
+    server = Server(robots=None)
+    server.busy = 1
+
+    async def body() -> None:
+        async with serve(server.handle) as base:
+            polite = PoliteFetcher(
+                SETTINGS, Politeness(delay=0.0), FakeClock(), max_wait=30, max_defer=60
+            )
+            async with polite:
+                assert (await polite.get(f"{base}/a")).status == 503
+                with pytest.raises(TransientError) as caught:
+                    await polite.get(f"{base}/b")
+                assert not isinstance(caught.value, HostBusy)
+
+    asyncio.run(body())
+
+
+def test_a_long_queue_for_one_host_sends_the_later_jobs_back() -> None:
+    """Jobs queued behind others for one host would wait past max_wait in the queue:
+    they go back to the job table instead of holding a worker's slots."""
+    server = Server(robots=None)
+
+    async def body() -> None:
+        async with serve(server.handle) as base:
+            polite = PoliteFetcher(SETTINGS, Politeness(delay=10.0), FakeClock(), max_wait=30)
+            async with polite:
+                got = await asyncio.gather(
+                    *(polite.get(f"{base}/p{i}") for i in range(8)), return_exceptions=True
+                )
+        fetched = [g for g in got if not isinstance(g, BaseException)]
+        busy = [g for g in got if isinstance(g, HostBusy)]
+        # The first, and those whose turn comes within 30 s (10, 20, 30 s on).
+        assert len(fetched) == 4 and len(busy) == 4
+        assert sorted(round(b.retry_after or 0) for b in busy) == [40, 40, 40, 40]
+
+    asyncio.run(body())
 
 
 def test_urls_that_cannot_be_fetched_are_refused_before_any_request() -> None:

@@ -6,8 +6,10 @@ archive — fetch one URL at a time from many concurrent workers, so they share 
 the frontier's `RobotsCache`), lets one request at a time reach a host, spaces requests
 by the host's delay (robots.txt Crawl-delay if larger), honours Retry-After on 429/503
 and parks a host that keeps failing (the frontier's `HostState` arithmetic). A wait longer
-than `max_wait` is not slept through: the job gets a `TransientError` with the time to
-come back, so a worker is not held by a parked host.
+than `max_wait` — the host's own, or its place in the queue of requests for it — is not
+slept through: the job gets `HostBusy` with the time to come back, and goes back to the
+job table until then, so a worker's slots are not held by one slow or parked host. A wait
+past `max_defer` is a plain `TransientError`, retried (and counted) as a failure.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..clock import Clock
-from ..errors import PermanentError, TransientError
+from ..errors import HostBusy, PermanentError, TransientError
 from ..frontier import (
     HostState,
     InvalidURL,
@@ -64,6 +66,7 @@ class _Host:
     def __init__(self, name: str, connections: int) -> None:
         self.state = HostState(name)
         self.slots = asyncio.Semaphore(connections)
+        self.waiting = 0  # requests waiting for their turn, not yet started
 
 
 class PoliteFetcher:
@@ -77,6 +80,7 @@ class PoliteFetcher:
         *,
         robots: bool = True,
         max_wait: float = 30.0,
+        max_defer: float = 3600.0,
         leases: HostLeases | None = None,
     ) -> None:
         self.settings = settings
@@ -84,6 +88,7 @@ class PoliteFetcher:
         self.clock = clock
         self.obey_robots = robots
         self.max_wait = max_wait
+        self.max_defer = max_defer
         # Shared with the other workers of the store; None: this process alone.
         self.leases = leases
         self._ips: dict[str, IpState] = {}
@@ -123,30 +128,60 @@ class PoliteFetcher:
         host = self._hosts.get(name)
         if host is None:
             host = self._hosts[name] = _Host(name, self.policy.max_in_flight)
-        async with host.slots:
-            state = host.state
-            ip, ip_state = await self._ip_of(url, state)
-            await self._wait_turn(name, state, ip, ip_state)
-            now = self.clock.now()
-            state.on_start(self.policy, now)
+        now = self.clock.now()
+        # Each request waiting ahead of this one will take a delay of the host's time.
+        ahead = host.waiting // self.policy.max_in_flight
+        if ahead:
+            turn = max(now, host.state.ready_at(None)) + ahead * host.state.delay(self.policy)
+            if turn - now > self.max_wait:
+                raise self._busy(name, turn, now, f"{host.waiting} requests ahead")
+        host.waiting += 1
+        started = [False]
+        try:
+            async with host.slots:
+                return await self._get_in_turn(url, headers, max_body, host, started)
+        finally:
+            if not started[0]:
+                host.waiting -= 1
+
+    def _busy(self, name: str, until: float, now: float, why: str) -> TransientError:
+        if until - now > self.max_defer:
+            return TransientError(f"{name} asked us to wait {until - now:.0f} s", until - now)
+        return HostBusy(name, until, now, why)
+
+    async def _get_in_turn(
+        self,
+        url: str,
+        headers: Mapping[str, str] | None,
+        max_body: int | None,
+        host: _Host,
+        started: list[bool],
+    ) -> Response:
+        state, name = host.state, host.state.host
+        ip, ip_state = await self._ip_of(url, state)
+        await self._wait_turn(name, state, ip, ip_state)
+        now = self.clock.now()
+        state.on_start(self.policy, now)
+        host.waiting -= 1
+        started[0] = True
+        if ip_state is not None:
+            ip_state.next_allowed = max(ip_state.next_allowed, now + self.policy.ip_delay)
+        status: int | None = 200  # an exception of ours, not theirs, is not a failure
+        retry_after: float | None = None
+        try:
+            resp = await self._fetcher.get(url, headers, max_body=max_body)
+            status, retry_after = resp.status, resp.retry_after
+            return resp
+        except FetchError:
+            status = None
+            raise
+        finally:
+            end = self.clock.now()
+            state.on_end(self.policy, end, status, retry_after)
             if ip_state is not None:
-                ip_state.next_allowed = max(ip_state.next_allowed, now + self.policy.ip_delay)
-            status: int | None = 200  # an exception of ours, not theirs, is not a failure
-            retry_after: float | None = None
-            try:
-                resp = await self._fetcher.get(url, headers, max_body=max_body)
-                status, retry_after = resp.status, resp.retry_after
-                return resp
-            except FetchError:
-                status = None
-                raise
-            finally:
-                end = self.clock.now()
-                state.on_end(self.policy, end, status, retry_after)
-                if ip_state is not None:
-                    ip_state.next_allowed = max(ip_state.next_allowed, end + self.policy.ip_delay)
-                if self.leases is not None:
-                    await self._give(name, state, ip, ip_state)
+                ip_state.next_allowed = max(ip_state.next_allowed, end + self.policy.ip_delay)
+            if self.leases is not None:
+                await self._give(name, state, ip, ip_state)
 
     async def _ip_of(self, url: str, state: HostState) -> tuple[str | None, IpState | None]:
         """The address the host is fetched from, when hosts on one address are spaced."""
@@ -181,7 +216,7 @@ class PoliteFetcher:
                     return
                 continue
             if now + wait > deadline:
-                raise TransientError(f"{name} asked us to wait {wait:.0f} s", retry_after=wait)
+                raise self._busy(name, now + wait, now, "its delay, Retry-After or parking")
             await self.clock.sleep(wait)
 
     async def _give(

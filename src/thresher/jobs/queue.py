@@ -31,6 +31,7 @@ __all__ = [
     "child_key",
     "claim",
     "complete",
+    "defer",
     "enqueue",
     "expire_dead_owners",
     "expire_leases",
@@ -165,6 +166,12 @@ def retry(tx: Tx, job: Job, owner: str, error: str, now: float, delay: float) ->
     ):
         raise LeaseLost(f"job {job.key}: lease lost before retry")
     return JobState.PENDING
+
+
+def defer(tx: Tx, job: Job, owner: str, until: float, now: float) -> None:
+    """Hand the job back until `until`, without counting an attempt (its host is busy)."""
+    if not tx.execute("defer_job", id=job.id, owner=owner, not_before=until, now=now):
+        raise LeaseLost(f"job {job.key}: lease lost before deferring")
 
 
 def fail(tx: Tx, job: Job, owner: str, error: str, now: float) -> None:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar, cast
 
 from ..clock import Clock
 from ..config import Config
-from ..errors import LeaseLost
+from ..errors import HostBusy, LeaseLost
 from ..fetch import FetchSettings
 from ..fetch.leases import HostLeases
 from ..fetch.polite import PoliteFetcher
@@ -93,6 +93,7 @@ class PoolStats:
     done: int = 0
     failed: int = 0
     retried: int = 0
+    deferred: int = 0  # handed back until their host's turn (HostBusy)
     released: int = 0
     running: dict[int, str] = field(default_factory=dict)
 
@@ -249,7 +250,11 @@ class WorkerPool:
             )
             politeness = Politeness(delay=key[1], ip_delay=key[1] / 2)
             fetcher = await PoliteFetcher(
-                settings, politeness, self.clock, leases=self._leases
+                settings,
+                politeness,
+                self.clock,
+                max_defer=self.config.backoff_max,
+                leases=self._leases,
             ).__aenter__()
             self._fetchers[key] = fetcher
         return fetcher
@@ -395,6 +400,15 @@ class WorkerPool:
     async def _failed(self, job: Job, exc: Exception) -> None:
         error = _describe(exc)
         now = self.clock.now()
+        if isinstance(exc, HostBusy):
+            try:
+                await self.store.run(lambda tx: queue.defer(tx, job, self.owner, exc.until, now))
+            except LeaseLost as lost:
+                log.warning("%s", lost)
+                return
+            self.stats.deferred += 1
+            log.debug("job %s waits for its host: %s", job.key, exc)
+            return
         try:
             if is_transient(exc) and not isinstance(exc, LookupError):
                 delay = backoff_delay(

@@ -63,6 +63,14 @@ SET state = 'pending', attempts = attempts + 1, not_before = :not_before, last_e
     lease_owner = NULL, lease_expires = NULL, updated = :now
 WHERE id = :id AND state = 'leased' AND lease_owner = :owner
 
+-- name: defer_job
+-- Back to pending until :not_before, the attempt not counted: the job did not fail, its
+-- host's turn is later (HostBusy).
+UPDATE jobs
+SET state = 'pending', not_before = :not_before, lease_owner = NULL, lease_expires = NULL,
+    updated = :now
+WHERE id = :id AND state = 'leased' AND lease_owner = :owner
+
 -- name: renew_leases
 UPDATE jobs SET lease_expires = :expires
 WHERE state = 'leased' AND lease_owner = :owner
