@@ -129,3 +129,28 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
     assert max(uris.values()) == 1
     states = home.query("SELECT state, count(*) AS n FROM crawl_urls GROUP BY state")
     assert "queued" not in {r["state"] for r in states}
+
+
+def test_crawl_detach_queues_the_crawl_for_workers(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    home = make_home(backend, tmp_path, request)
+    with SiteServer(hosts=2) as site:
+        seeds = build_site(site, pages_per_host=5)
+        args = ("crawl", *seeds, "--allow-private", "--delay", "0", "--scope", scope_of(site))
+        queued = json.loads(home.run(*args, "--detach", "--json").stdout)
+        assert queued["status"] == "queued" and queued["run"] == 1
+        assert not site.hits, "queued only: nothing fetched yet"
+        worker = home.start("worker", "--name", "w1", "-c", "2")
+        try:
+            deadline = time.monotonic() + 60
+            while home.query("SELECT outcome FROM source_runs") != [{"outcome": "ok"}]:
+                assert worker.poll() is None, worker.communicate()
+                assert time.monotonic() < deadline, "the worker did not crawl"
+                time.sleep(0.1)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.communicate(timeout=30)
+        expected = site.reachable(seeds)
+    assert set(warc_uris(home.path)) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
+    assert max(warc_uris(home.path).values()) == 1

@@ -142,6 +142,9 @@ def _crawl_progress(source: str) -> Any:
     help="1: parse and archive pages in a child process; 0: in this one [0].",
 )
 @click.option("--name", help="Source name for this crawl [crawl-HOST-HASH of seeds and scope].")
+@click.option(
+    "--detach", is_flag=True, help="Only queue the crawl: `thresher worker` processes do it."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary at the end.")
 @click.option(
     "--progress/--no-progress", default=None, help="Progress display (default: on a terminal)."
@@ -153,6 +156,7 @@ def crawl_command(
     seeds: tuple[str, ...],
     scope: str,
     name: str | None,
+    detach: bool,
     as_json: bool,
     progress: bool | None,
     **flags: Any,
@@ -182,6 +186,14 @@ def crawl_command(
     console = Console(stderr=True) if show else None
     setup_logging(app.verbose, console)
     started = time.time()
+    if detach:
+        [report] = asyncio.run(run_plan(config, (name,), None, None, detach=True))
+        run = report.sources[0].run_id if report.sources else None
+        if as_json:
+            click.echo(json.dumps({"source": name, "run": run, "status": "queued"}))
+        else:
+            click.echo(f"{name}: queued as run {run}: `thresher worker` processes will do it")
+        return
     reports = asyncio.run(run_plan(config, (name,), None, console, _crawl_progress(name)))
     report = reports[-1]
     outcome = "interrupted" if report.interrupted else "ok"
