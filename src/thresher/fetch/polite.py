@@ -136,12 +136,16 @@ class PoliteFetcher:
             if turn - now > self.max_wait:
                 raise self._busy(name, turn, now, f"{host.waiting} requests ahead")
         host.waiting += 1
-        started = [False]
+        waiting = True
         try:
             async with host.slots:
-                return await self._get_in_turn(url, headers, max_body, host, started)
+                ip, ip_state = await self._ip_of(url, host.state)
+                await self._wait_turn(name, host.state, ip, ip_state)
+                host.waiting -= 1
+                waiting = False
+                return await self._fetch_now(url, headers, max_body, host.state, ip, ip_state)
         finally:
-            if not started[0]:
+            if waiting:
                 host.waiting -= 1
 
     def _busy(self, name: str, until: float, now: float, why: str) -> TransientError:
@@ -149,21 +153,19 @@ class PoliteFetcher:
             return TransientError(f"{name} asked us to wait {until - now:.0f} s", until - now)
         return HostBusy(name, until, now, why)
 
-    async def _get_in_turn(
+    async def _fetch_now(
         self,
         url: str,
         headers: Mapping[str, str] | None,
         max_body: int | None,
-        host: _Host,
-        started: list[bool],
+        state: HostState,
+        ip: str | None,
+        ip_state: IpState | None,
     ) -> Response:
-        state, name = host.state, host.state.host
-        ip, ip_state = await self._ip_of(url, state)
-        await self._wait_turn(name, state, ip, ip_state)
+        """Fetch `url` now that its host's turn has come, and record when it ended."""
+        name = state.host
         now = self.clock.now()
         state.on_start(self.policy, now)
-        host.waiting -= 1
-        started[0] = True
         if ip_state is not None:
             ip_state.next_allowed = max(ip_state.next_allowed, now + self.policy.ip_delay)
         status: int | None = 200  # an exception of ours, not theirs, is not a failure
