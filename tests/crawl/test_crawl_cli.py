@@ -8,12 +8,11 @@ import os
 import re
 import signal
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 from crawlsite import SiteServer, build_site
-from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
+from fleet import crawled, scope_of
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -24,20 +23,6 @@ def make_home(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> H
     if backend == "postgres":
         db = new_pg_database(request.getfixturevalue("pg_admin_url"))
     return Home(tmp_path / "home", db)
-
-
-def scope_of(site: SiteServer) -> str:
-    return rf"^http://127\.0\.0\.\d+:{site.port}/"
-
-
-def warc_uris(home: Path) -> Counter[str]:
-    uris: Counter[str] = Counter()
-    for path in sorted(home.glob("warc/*/*.warc.gz")):
-        with path.open("rb") as f:
-            for rec in ArchiveIterator(f):
-                if rec.rec_type in ("response", "revisit"):
-                    uris[rec.rec_headers.get_header("WARC-Target-URI")] += 1
-    return uris
 
 
 def test_crawl_command_json_summary(
@@ -69,7 +54,7 @@ def test_crawl_command_json_summary(
         )
     )
     assert documented == set(summary)
-    assert set(warc_uris(home.path)) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
+    assert set(crawled(home.path, "*")) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
 
 
 @pytest.mark.slow
@@ -124,7 +109,7 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
     # A URL whose response was committed is not fetched again …
     assert all(hits[u] == 1 for u in done_before if not u.endswith("/flaky.html"))
     # … and the WARC files hold every fetched URL exactly once.
-    uris = warc_uris(home.path)
+    uris = crawled(home.path, "*")
     assert set(uris) == expected | {f"{site.base(i)}/robots.txt" for i in range(3)}
     assert max(uris.values()) == 1
     states = home.query("SELECT state, count(*) AS n FROM crawl_urls GROUP BY state")
@@ -152,5 +137,5 @@ def test_crawl_detach_queues_the_crawl_for_workers(
             worker.send_signal(signal.SIGTERM)
             worker.communicate(timeout=30)
         expected = site.reachable(seeds)
-    assert set(warc_uris(home.path)) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
-    assert max(warc_uris(home.path).values()) == 1
+    assert set(crawled(home.path, "*")) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
+    assert max(crawled(home.path, "*").values()) == 1

@@ -4,7 +4,6 @@ PostgreSQL store, never fetch a host twice within its delay (from the server's l
 
 from __future__ import annotations
 
-import itertools
 import signal
 import subprocess
 import time
@@ -13,24 +12,12 @@ from pathlib import Path
 
 import pytest
 from crawlsite import SiteServer, build_site
+from fleet import scope_of, too_close
 
 from cli_proc import Home
 from conftest import new_pg_database
 
 DELAY = 0.3
-
-
-def too_close(site: SiteServer) -> dict[str, float]:
-    """Hosts fetched twice within the delay, with their shortest gap."""
-    times: dict[str, list[float]] = defaultdict(list)
-    for hit in site.hits:
-        times[hit.url.split("/")[2]].append(hit.at)
-    out = {}
-    for host, seen in times.items():
-        gaps = [b - a for a, b in itertools.pairwise(sorted(seen))]
-        if gaps and min(gaps) < DELAY * 0.95:
-            out[host] = round(min(gaps), 3)
-    return out
 
 
 @pytest.mark.slow
@@ -42,7 +29,7 @@ def test_a_crawl_and_a_list_of_the_same_hosts_take_turns(pg_admin_url: str, tmp_
         home.run(
             "source", "add", "web", seeds[0], "--type", "web",
             "-o", "seeds=" + " ".join(seeds[1:]),
-            "-o", rf"scope=^http://127\.0\.0\.\d+:{site.port}/", *polite,
+            "-o", f"scope={scope_of(site)}", *polite,
         )  # fmt: skip
         listing = tmp_path / "pages.txt"
         pages = site.reachable(seeds)
@@ -71,4 +58,7 @@ def test_a_crawl_and_a_list_of_the_same_hosts_take_turns(pg_admin_url: str, tmp_
                     w.communicate()
         assert sorted(r["outcome"] for r in runs) == ["ok", "ok"]
         assert len(site.hits) >= 2 * len(pages), "both sources fetched every page"
-        assert too_close(site) == {}
+        times: dict[str, list[float]] = defaultdict(list)
+        for hit in site.hits:
+            times[hit.url.split("/")[2]].append(hit.at)
+        assert too_close(times, DELAY) == {}

@@ -5,7 +5,6 @@ servers' own request logs) no host is ever fetched twice within its delay."""
 
 from __future__ import annotations
 
-import itertools
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ from typing import Any
 
 import pytest
 from crawlsite import SiteServer, build_site
-from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
+from fleet import add_sources, crawled, too_close
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -26,44 +25,6 @@ from thresher.archives.demo_messages import generate_messages
 DELAY = 0.2
 ADDR = "team@example.org"
 MONTHS = [f"2024-{m:02d}" for m in range(1, 13)]
-
-
-def scope_of(site: SiteServer) -> str:
-    return rf"^http://127\.0\.0\.\d+:{site.port}/"
-
-
-def crawled(home: Path) -> Counter[str]:
-    uris: Counter[str] = Counter()
-    for path in sorted(home.glob("warc/web/*.warc.gz")):
-        with path.open("rb") as f:
-            for rec in ArchiveIterator(f):
-                if rec.rec_type in ("response", "revisit"):
-                    uris[rec.rec_headers.get_header("WARC-Target-URI")] += 1
-    return uris
-
-
-def setup_sources(
-    home: Home, crawl: SiteServer, seeds: list[str], docs: SiteServer, archive_url: str
-) -> None:
-    polite = ["-o", "allow_private=true", "-o", f"delay={DELAY}"]
-    home.run(
-        "source",
-        "add",
-        "web",
-        seeds[0],
-        "--type",
-        "web",
-        "-o",
-        "seeds=" + " ".join(seeds[1:]),
-        "-o",
-        f"scope={scope_of(crawl)}",
-        *polite,
-    )
-    listing = home.path / "docs.txt"
-    listing.parent.mkdir(parents=True, exist_ok=True)
-    listing.write_text("\n".join(sorted(docs.pages)) + "\n")
-    home.run("source", "add", "docs", str(listing), "--type", "urls", *polite)
-    home.run("source", "add", "list", archive_url, *polite)
 
 
 def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
@@ -121,16 +82,6 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
     }
 
 
-def too_close(times_by_host: dict[str, list[float]]) -> dict[str, float]:
-    """Hosts fetched twice within the delay, with their shortest gap."""
-    out = {}
-    for host, times in times_by_host.items():
-        gaps = [b - a for a, b in itertools.pairwise(sorted(times))]
-        if gaps and min(gaps) < DELAY * 0.95:
-            out[host] = min(gaps)
-    return out
-
-
 @pytest.mark.slow
 def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
     pg_admin_url: str, tmp_path: Path
@@ -147,14 +98,14 @@ def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
         url = archive.url("pipermail", ADDR)
 
         single = Home(tmp_path / "single", new_pg_database(pg_admin_url))
-        setup_sources(single, crawl, seeds, docs, url)
+        add_sources(single, crawl, seeds, docs, DELAY, url)
         one = harvest(single, workers=1, kill=False)
 
         crawl.hits.clear()
         docs.hits.clear()
         archive.requests.clear()
         fleet = Home(tmp_path / "fleet", new_pg_database(pg_admin_url), THRESHER_LEASE_SECONDS="3")
-        setup_sources(fleet, crawl, seeds, docs, url)
+        add_sources(fleet, crawl, seeds, docs, DELAY, url)
         three = harvest(fleet, workers=3, kill=True)
 
         hits: dict[str, list[float]] = defaultdict(list)
@@ -177,4 +128,4 @@ def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
     # The work was shared: at least two workers did jobs (the killed one's count may
     # not have reached its last heartbeat).
     assert sum(1 for w in three["workers"] if w["jobs_done"]) >= 2
-    assert too_close(hits) == {}
+    assert too_close(hits, DELAY) == {}

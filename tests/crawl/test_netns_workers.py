@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import itertools
 import os
 import shutil
 import signal
@@ -34,8 +33,8 @@ from urllib.parse import quote
 import psycopg
 import pytest
 from crawlsite import SiteServer, build_site
+from fleet import add_sources, crawled, too_close
 from psycopg.conninfo import conninfo_to_dict
-from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -174,38 +173,6 @@ def socket_url(admin_url: str, db_url: str) -> str:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def crawled(home: Path) -> Counter[str]:
-    uris: Counter[str] = Counter()
-    for path in sorted(home.glob("warc/web/*.warc.gz")):
-        with path.open("rb") as f:
-            for rec in ArchiveIterator(f):
-                if rec.rec_type in ("response", "revisit"):
-                    uris[rec.rec_headers.get_header("WARC-Target-URI")] += 1
-    return uris
-
-
-def setup_sources(home: Home, crawl: SiteServer, seeds: list[str], docs: SiteServer) -> None:
-    polite = ["-o", "allow_private=true", "-o", f"delay={DELAY}"]
-    scope = rf"^http://127\.0\.0\.\d+:{crawl.port}/"
-    home.run(
-        "source",
-        "add",
-        "web",
-        seeds[0],
-        "--type",
-        "web",
-        "-o",
-        "seeds=" + " ".join(seeds[1:]),
-        "-o",
-        f"scope={scope}",
-        *polite,
-    )
-    listing = home.path / "docs.txt"
-    listing.parent.mkdir(parents=True, exist_ok=True)
-    listing.write_text("\n".join(sorted(docs.pages)) + "\n")
-    home.run("source", "add", "docs", str(listing), "--type", "urls", *polite)
-
-
 def harvest(home: Home, namespaces: list[str]) -> dict[str, Any]:
     """Queue a run of every source, let a worker in each namespace do it, kill -9 the
     one holding the crawl once work is under way; return what was stored and who was
@@ -268,16 +235,6 @@ def harvest(home: Home, namespaces: list[str]) -> dict[str, Any]:
     }
 
 
-def too_close(times_by_host: dict[str, list[float]]) -> dict[str, float]:
-    """Hosts fetched twice within the delay, with their shortest gap."""
-    out = {}
-    for host, times in times_by_host.items():
-        gaps = [b - a for a, b in itertools.pairwise(sorted(times))]
-        if gaps and min(gaps) < DELAY * 0.95:
-            out[host] = min(gaps)
-    return out
-
-
 @pytest.mark.slow
 def test_workers_in_separate_network_namespaces_store_everything_once_and_stay_polite(
     pg_admin_url: str, namespaces: list[str], tmp_path: Path
@@ -297,7 +254,7 @@ def test_workers_in_separate_network_namespaces_store_everything_once_and_stay_p
         docs.pages = {url: page for url, page in docs.pages.items() if "/p/" in url}
         expected = crawl.reachable(seeds) | {f"{crawl.base(i)}/robots.txt" for i in range(3)}
         home = Home(tmp_path / "home", db, THRESHER_LEASE_SECONDS="3")
-        setup_sources(home, crawl, seeds, docs)
+        add_sources(home, crawl, seeds, docs, DELAY)
         got = harvest(home, namespaces)
         crawl_hits, doc_hits = list(crawl.hits), list(docs.hits)
 
@@ -319,4 +276,4 @@ def test_workers_in_separate_network_namespaces_store_everything_once_and_stay_p
     by_host: dict[str, list[float]] = defaultdict(list)
     for hit in hits:
         by_host[hit.url.split("/")[2]].append(hit.at)
-    assert too_close(by_host) == {}
+    assert too_close(by_host, DELAY) == {}

@@ -1,0 +1,62 @@
+"""What the tests of many workers share: their sources over the loopback sites, the
+pages their WARC files hold, and the check of each host's delay in a server's log."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from pathlib import Path
+
+from crawlsite import SiteServer
+from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
+
+from cli_proc import Home
+
+
+def scope_of(site: SiteServer) -> str:
+    return rf"^http://127\.0\.0\.\d+:{site.port}/"
+
+
+def crawled(home: Path, source: str = "web") -> Counter[str]:
+    """How many times each URL is in the WARC files of `source` (a glob: "*" for all)."""
+    uris: Counter[str] = Counter()
+    for path in sorted(home.glob(f"warc/{source}/*.warc.gz")):
+        with path.open("rb") as f:
+            for rec in ArchiveIterator(f):
+                if rec.rec_type in ("response", "revisit"):
+                    uris[rec.rec_headers.get_header("WARC-Target-URI")] += 1
+    return uris
+
+
+def add_sources(
+    home: Home,
+    crawl: SiteServer,
+    seeds: list[str],
+    docs: SiteServer,
+    delay: float,
+    archive_url: str | None = None,
+) -> None:
+    """A `web` crawl of `crawl`, a `urls` list of `docs`' pages and, if given, a mail
+    archive: all polite with `delay`, loopback allowed."""
+    polite = ["-o", "allow_private=true", "-o", f"delay={delay}"]
+    home.run(
+        "source", "add", "web", seeds[0], "--type", "web",
+        "-o", "seeds=" + " ".join(seeds[1:]), "-o", f"scope={scope_of(crawl)}", *polite,
+    )  # fmt: skip
+    listing = home.path / "docs.txt"
+    listing.parent.mkdir(parents=True, exist_ok=True)
+    listing.write_text("\n".join(sorted(docs.pages)) + "\n")
+    home.run("source", "add", "docs", str(listing), "--type", "urls", *polite)
+    if archive_url is not None:
+        home.run("source", "add", "list", archive_url, *polite)
+
+
+def too_close(times_by_host: dict[str, list[float]], delay: float) -> dict[str, float]:
+    """Hosts fetched twice within `delay` (5 % of slack for the clocks), with their
+    shortest gap."""
+    out = {}
+    for host, times in times_by_host.items():
+        gaps = [b - a for a, b in itertools.pairwise(sorted(times))]
+        if gaps and min(gaps) < delay * 0.95:
+            out[host] = round(min(gaps), 3)
+    return out
