@@ -394,3 +394,31 @@ def test_turns_say_when_a_host_and_its_address_are_free() -> None:
     wb.add("http://c.example/1", 0, 11.0)
     assert wb.turns("c.example") == (0.0, None, 0.0)
     assert wb.turns("unknown.example") == (0.0, None, 0.0)
+
+
+def test_a_fetch_handed_back_costs_its_host_no_delay() -> None:
+    """A fetch cancelled (robots.txt not known yet) or held elsewhere was never made: the
+    host waits only for what held it, not a delay of its own on top."""
+    wb = Workbench(Politeness(delay=5.0, ip_delay=0.0))
+    wb.add("http://a.example/1", 0, 10.0)
+    wb.on_held(take(wb, 10.0), until=10.05)  # another worker's fetch ends in 50 ms
+    assert wb.next_fetch(10.0) == 10.05
+    wb.on_cancel(take(wb, 10.05))
+    fetch = take(wb, 10.05)  # at once: the cancelled fetch cost nothing
+    wb.on_done(fetch, 11.0, 200)
+    assert wb.next_fetch(11.0) is None and wb.turns("a.example")[0] == 16.0
+
+
+def test_a_fetch_handed_back_after_another_ended_keeps_that_ones_delay() -> None:
+    wb = Workbench(Politeness(delay=5.0, ip_delay=0.0, max_in_flight=2))
+    wb.add("http://a.example/1", 0, 10.0)
+    wb.add("http://a.example/2", 0, 10.0)
+    first, second = take(wb, 10.0), wb.next_fetch(10.0)
+    assert isinstance(second, float)  # one connection's delay still applies to starts
+    wb.on_done(first, 10.5, 200)
+    again = take(wb, 15.5)
+    other = wb.host("a.example")
+    assert other is not None and other.in_flight == 1
+    wb.on_side_fetch("a.example", 16.0)  # robots.txt fetched meanwhile: the clock moved
+    wb.on_cancel(again)
+    assert wb.turns("a.example")[0] == 21.0  # the side fetch's delay stands

@@ -81,6 +81,9 @@ class HostState:
     accepted: int = 0
     crawl_delay: float = 0.0
     ip: str | None = None
+    # Counts the fetches started and ended: a fetch handed back unmade may undo its own
+    # start's delay only if nothing has moved the host's clock since.
+    moves: int = 0
 
     def delay(self, policy: Politeness) -> float:
         """Seconds between two fetches: the configured delay or Crawl-delay if larger."""
@@ -88,6 +91,7 @@ class HostState:
 
     def on_start(self, policy: Politeness, now: float) -> None:
         self.in_flight += 1
+        self.moves += 1
         self.next_allowed = max(self.next_allowed, now + self.delay(policy))
 
     def on_end(
@@ -104,6 +108,7 @@ class HostState:
         A failed `retry` of a URL does not count towards parking: one bad URL tried three
         times says little about the host; three different URLs failing in a row do."""
         self.in_flight = max(0, self.in_flight - 1)
+        self.moves += 1
         wait = self.delay(policy)
         if is_slow_down(status):
             wait = max(wait, policy.backoff if retry_after is None else retry_after)

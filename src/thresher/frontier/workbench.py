@@ -35,6 +35,11 @@ class Fetch:
     host: str
     depth: int
     attempt: int = 1
+    # When the host could next be fetched before this fetch was handed out, and its
+    # `moves` after: that time comes back if the fetch is handed back unmade (on_cancel,
+    # on_held) and nothing else moved the host's clock meanwhile.
+    host_was_ready_at: float = 0.0
+    host_moves: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,6 +108,7 @@ class Workbench:
         if state is None:
             state = self._hosts[host] = HostState(host, next_allowed=self.not_before)
         state.next_allowed = max(state.next_allowed, now + state.delay(self.policy))
+        state.moves += 1
         if state.queue:
             self._schedule(state)
 
@@ -159,13 +165,15 @@ class Workbench:
             raise ValueError(f"{fetch.url} is not in flight: on_cancel once per fetch")
         state.in_flight -= 1
         self._in_flight -= 1
+        if state.moves == fetch.host_moves:
+            state.next_allowed = fetch.host_was_ready_at
         state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt))
         self._queued += 1
         self._schedule(state)
 
     def on_held(self, fetch: Fetch, until: float) -> None:
         """`fetch` was handed out but its host (or its address) is another worker's turn
-        until `until`: put it back at the head of its queue, and the host waits."""
+        until `until`: put it back at the head of its queue, and the host waits for that."""
         self.on_cancel(fetch)
         state = self._hosts[fetch.host]
         state.next_allowed = max(state.next_allowed, until)
@@ -230,12 +238,13 @@ class Workbench:
         url, depth, attempt = state.queue.popleft()
         self._queued -= 1
         self._in_flight += 1
+        was_ready_at = state.next_allowed
         state.on_start(self.policy, now)
         ip = self._ip_of(state)
         if ip is not None:
             ip.next_allowed = max(ip.next_allowed, now + self.policy.ip_delay)
         self._schedule(state)
-        return Fetch(url, state.host, depth, attempt)
+        return Fetch(url, state.host, depth, attempt, was_ready_at, state.moves)
 
     def _push_entry(self, host: str, when: float) -> tuple[float, int, str]:
         self._seq += 1
