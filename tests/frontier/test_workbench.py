@@ -242,7 +242,15 @@ STATUSES = st.sampled_from([200, 200, 200, 404, 500, 503, 429, None])
 @given(
     urls=st.lists(st.tuples(st.sampled_from(HOSTS), st.integers(0, 30)), max_size=40, unique=True),
     outcomes=st.lists(
-        st.tuples(STATUSES, st.one_of(st.none(), st.floats(0, 50)), st.floats(0, 3)), max_size=200
+        st.tuples(
+            STATUSES,
+            st.one_of(st.none(), st.floats(0, 50)),
+            st.floats(0, 3),
+            # 0: fetched; 1: handed back unmade (on_cancel); 2: held by another worker
+            # until `duration` from now (on_held).
+            st.sampled_from([0, 0, 0, 1, 2]),
+        ),
+        max_size=200,
     ),
     delay=st.floats(0, 5),
     ip_delay=st.floats(0, 5),
@@ -250,7 +258,7 @@ STATUSES = st.sampled_from([200, 200, 200, 404, 500, 503, 429, None])
 )
 def test_random_crawl_respects_politeness(
     urls: list[tuple[str, int]],
-    outcomes: list[tuple[int | None, float | None, float]],
+    outcomes: list[tuple[int | None, float | None, float, int]],
     delay: float,
     ip_delay: float,
     crawl_delay: float,
@@ -266,7 +274,8 @@ def test_random_crawl_respects_politeness(
     starts: dict[str, list[float]] = {}
     ends: dict[str, float] = {}
     ip_last: dict[str, float] = {}
-    in_flight: list[tuple[Fetch, float]] = []
+    in_flight: list[tuple[Fetch, float | None]] = []  # with the IP's last request before
+    held_until: dict[str, float] = {}
     attempts: dict[str, int] = {}
     finished: set[str] = set()
     steps = iter(outcomes)
@@ -278,20 +287,37 @@ def test_random_crawl_respects_politeness(
             host_delay = max(delay, crawl_delay if host == "a.example" else 0.0)
             if host in ends:
                 assert now >= ends[host] + host_delay - 1e-9
+            assert now >= held_until.get(host, now) - 1e-9, "fetched while held elsewhere"
             host_ip = IPS.get(host)
-            if host_ip is not None and host_ip in ip_last:
-                assert now >= ip_last[host_ip] + ip_delay - 1e-9
+            before = None if host_ip is None else ip_last.get(host_ip)
+            if before is not None:
+                assert now >= before + ip_delay - 1e-9
             if host_ip is not None:
                 ip_last[host_ip] = now
             assert decision.url not in finished
             attempts[decision.url] = attempts.get(decision.url, 0) + 1
             assert decision.attempt == attempts[decision.url] <= policy.max_attempts
             starts.setdefault(host, []).append(now)
-            in_flight.append((decision, now))
+            in_flight.append((decision, before))
             continue
         if in_flight:
-            fetch, _ = in_flight.pop(0)
-            status, retry_after, duration = next(steps, (200, None, 1.0))
+            fetch, ip_before = in_flight.pop(0)
+            status, retry_after, duration, handed_back = next(steps, (200, None, 1.0, 0))
+            if handed_back:  # no request was made: undo what the model recorded
+                attempts[fetch.url] -= 1
+                starts[fetch.host].pop()
+                fetch_ip = IPS.get(fetch.host)
+                if fetch_ip is not None:
+                    if ip_before is None:
+                        ip_last.pop(fetch_ip, None)
+                    else:
+                        ip_last[fetch_ip] = ip_before
+                if handed_back == 1:
+                    wb.on_cancel(fetch)
+                else:
+                    held_until[fetch.host] = now + duration
+                    wb.on_held(fetch, now + duration)
+                continue
             now += duration
             wb.on_done(fetch, now, status, retry_after=retry_after)
             ends[fetch.host] = now
