@@ -114,10 +114,13 @@ SELECT state, count(*) AS n FROM jobs WHERE source_run_id = :run GROUP BY state
 SELECT state, count(*) AS n FROM jobs GROUP BY state
 
 -- name: open_jobs
-SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS next_due
-FROM jobs
-WHERE source_run_id IN (SELECT value FROM json_each(:runs))
-  AND state IN ('pending', 'waiting', 'leased')
+-- n: whether any job is unfinished (EXISTS stops at the first; a count read them all).
+SELECT EXISTS (SELECT 1 FROM jobs
+               WHERE source_run_id IN (SELECT value FROM json_each(:runs))
+                 AND state IN ('pending', 'waiting', 'leased')) AS n,
+       (SELECT min(not_before) FROM jobs
+        WHERE source_run_id IN (SELECT value FROM json_each(:runs))
+          AND state = 'pending') AS next_due
 
 -- name: runs_progress
 SELECT count(*) AS total,
@@ -139,11 +142,11 @@ SELECT id, kind, key, parent_id, waits_for, source, source_run_id, state, attemp
 FROM jobs WHERE source_run_id = :run ORDER BY id
 
 -- name: open_runs_jobs
--- The open runs a serving worker (`thresher worker`) claims from, oldest first, with
--- how many of their jobs are unfinished (0: the run is over and can be closed).
+-- The open runs a serving worker (`thresher worker`) claims from, oldest first, and
+-- whether any of their jobs is unfinished (none: the run is over and can be closed).
 SELECT r.id, r.source,
-       (SELECT count(*) FROM jobs j
-        WHERE j.source_run_id = r.id AND j.state IN ('pending', 'waiting', 'leased'))
+       EXISTS (SELECT 1 FROM jobs j
+               WHERE j.source_run_id = r.id AND j.state IN ('pending', 'waiting', 'leased'))
          AS open_jobs
 FROM source_runs r
 WHERE r.outcome = 'running'

@@ -37,10 +37,14 @@ WHERE id IN (
     FOR UPDATE OF w SKIP LOCKED)
 
 -- name: open_jobs
-SELECT count(*) AS n, min(CASE WHEN state = 'pending' THEN not_before END) AS next_due
-FROM jobs
-WHERE source_run_id IN (SELECT value::bigint FROM jsonb_array_elements_text(:runs::jsonb))
-  AND state IN ('pending', 'waiting', 'leased')
+SELECT EXISTS (SELECT 1 FROM jobs
+               WHERE source_run_id IN (SELECT value::bigint
+                                       FROM jsonb_array_elements_text(:runs::jsonb))
+                 AND state IN ('pending', 'waiting', 'leased')) AS n,
+       (SELECT min(not_before) FROM jobs
+        WHERE source_run_id IN (SELECT value::bigint
+                                FROM jsonb_array_elements_text(:runs::jsonb))
+          AND state = 'pending') AS next_due
 
 -- name: runs_progress
 SELECT count(*) AS total,
