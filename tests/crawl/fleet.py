@@ -4,7 +4,10 @@ pages their WARC files hold, and the check of each host's delay in a server's lo
 from __future__ import annotations
 
 import itertools
+import signal
+import subprocess
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 
 from crawlsite import SiteServer
@@ -60,3 +63,17 @@ def too_close(times_by_host: dict[str, list[float]], delay: float) -> dict[str, 
         if gaps and min(gaps) < delay * 0.95:
             out[host] = round(min(gaps), 3)
     return out
+
+
+def stop_workers(procs: Iterable[subprocess.Popen[str]]) -> None:
+    """SIGTERM every worker still running, wait for each (30 s), kill what hangs."""
+    procs = list(procs)
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()

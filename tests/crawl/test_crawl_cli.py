@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import crawled, scope_of
+from fleet import crawled, scope_of, stop_workers
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -134,8 +134,7 @@ def test_crawl_detach_queues_the_crawl_for_workers(
                 assert time.monotonic() < deadline, "the worker did not crawl"
                 time.sleep(0.1)
         finally:
-            worker.send_signal(signal.SIGTERM)
-            worker.communicate(timeout=30)
+            stop_workers([worker])
         expected = site.reachable(seeds)
     assert set(crawled(home.path, "*")) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
     assert max(crawled(home.path, "*").values()) == 1

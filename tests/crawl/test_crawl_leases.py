@@ -4,15 +4,13 @@ PostgreSQL store, never fetch a host twice within its delay (from the server's l
 
 from __future__ import annotations
 
-import signal
-import subprocess
 import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import scope_of, too_close
+from fleet import scope_of, stop_workers, too_close
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -48,14 +46,7 @@ def test_a_crawl_and_a_list_of_the_same_hosts_take_turns(pg_admin_url: str, tmp_
                     break
                 time.sleep(0.2)
         finally:
-            for w in workers:
-                w.send_signal(signal.SIGTERM)
-            for w in workers:
-                try:
-                    w.communicate(timeout=30)
-                except subprocess.TimeoutExpired:
-                    w.kill()
-                    w.communicate()
+            stop_workers(workers)
         assert sorted(r["outcome"] for r in runs) == ["ok", "ok"]
         assert len(site.hits) >= 2 * len(pages), "both sources fetched every page"
         times: dict[str, list[float]] = defaultdict(list)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import add_sources, crawled, too_close
+from fleet import add_sources, crawled, stop_workers, too_close
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -63,15 +62,7 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
             if runs and all(r["outcome"] != "running" for r in runs):
                 break
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+        stop_workers(procs.values())
     assert not kill or killed is not None, "the crawl finished before a worker could be killed"
     return {
         "outcomes": sorted(r["outcome"] for r in home.query("SELECT outcome FROM source_runs")),

@@ -33,7 +33,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import add_sources, crawled, too_close
+from fleet import add_sources, crawled, stop_workers, too_close
 from psycopg.conninfo import conninfo_to_dict
 
 from cli_proc import Home
@@ -215,15 +215,7 @@ def harvest(home: Home, namespaces: list[str]) -> dict[str, Any]:
             if runs and all(r["outcome"] != "running" for r in runs):
                 break
     finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in procs.values():
-            try:
-                proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+        stop_workers(procs.values())
     assert killed is not None, "the crawl finished before a worker could be killed"
     return {
         "outcomes": sorted(r["outcome"] for r in home.query("SELECT outcome FROM source_runs")),
