@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "Deferred",
     "HostBusy",
     "JobError",
     "LeaseLost",
@@ -75,15 +76,21 @@ class TransientError(JobError):
         self.retry_after = retry_after
 
 
-class HostBusy(TransientError):
+class Deferred(TransientError):
+    """Nothing failed, but the job cannot go on before `until`: it goes back to the job
+    table until then, without counting an attempt, and frees its worker's slot."""
+
+    def __init__(self, message: str, until: float, now: float) -> None:
+        super().__init__(message, until - now)
+        self.until = until
+
+
+class HostBusy(Deferred):
     """The host's turn comes at `until`, later than a worker waits with a job in hand
-    (another worker is fetching it, a Retry-After, a parked host, a queue of jobs for it).
-    The job goes back to the job table until then, without counting an attempt: nothing
-    failed."""
+    (another worker is fetching it, a Retry-After, a parked host, a queue of jobs for it)."""
 
     def __init__(self, host: str, until: float, now: float, why: str) -> None:
-        super().__init__(f"{host}: its turn comes in {until - now:.0f} s ({why})", until - now)
-        self.until = until
+        super().__init__(f"{host}: its turn comes in {until - now:.0f} s ({why})", until, now)
 
 
 class PermanentError(JobError):

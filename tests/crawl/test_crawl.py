@@ -5,6 +5,7 @@ with warcio. Every test runs twice (SQLite, PostgreSQL)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 from collections import Counter
@@ -72,7 +73,10 @@ def crawl(config: Config, seeds: list[str], **options: str) -> Crawl:
 
             def read(tx: Any) -> tuple[Row, list[Row], Row]:
                 row = tx.one("get_crawl_run", run=report.run_id)
-                job = tx.one("get_job_by_key", key=f"run{report.run_id}:{SOURCE}")
+                key = f"run{report.run_id}:{SOURCE}"
+                # A sharded crawl's summary is its commit job's result.
+                job = tx.one("get_job_by_key", key=f"{key}#commit")
+                job = job or tx.one("get_job_by_key", key=key)
                 return row, tx.all("crawl_url_states", source=SOURCE), job
 
             row, urls, job = await store.run(read, write=False)
@@ -101,14 +105,15 @@ def warc_records(home: Path) -> list[Any]:
     return records
 
 
-@pytest.mark.parametrize("processes", ["0", "1"])
+@pytest.mark.parametrize(("processes", "shards"), [("0", "1"), ("1", "1"), ("0", "3")])
 def test_a_crawl_fetches_every_reachable_page_once(
-    site: SiteServer, store_url: str, tmp_path: Path, processes: str
+    site: SiteServer, store_url: str, tmp_path: Path, processes: str, shards: str
 ) -> None:
-    """Pages parsed and archived inline (0) or by a child process (1): the same crawl."""
+    """Pages parsed and archived inline (0) or by a child process (1), hosts crawled by
+    one job or split over three shard jobs: the same crawl."""
     seeds = build_site(site)
     expected = site.reachable(seeds)
-    c = crawl(make_config(store_url, tmp_path), seeds, parse_processes=processes)
+    c = crawl(make_config(store_url, tmp_path), seeds, parse_processes=processes, shards=shards)
     assert c.report.outcome == "ok", c.report.error
 
     hits = site.hit_counts()
@@ -151,6 +156,11 @@ def test_a_crawl_fetches_every_reachable_page_once(
     assert c.result["pages"] == c.run["pages"]
     assert c.run["duplicates"] == 1
     assert c.run["queued"] == 0
+    if shards == "3":  # each host's shard wrote its pages, under its own prefix
+        assert c.result["shards"] == 3
+        files = {p.name for p in (tmp_path / "warc" / SOURCE).glob("*.warc.gz")}
+        assert {f.split("-")[2] for f in files} == {"shard0", "shard1", "shard2"}
+        assert sorted(c.result["warc_files"]) == sorted(files)
 
 
 def test_a_second_crawl_costs_a_304_per_page_and_finds_new_ones(
@@ -204,6 +214,34 @@ def test_max_pages_stops_early_and_leaves_the_rest_queued(
     assert c.run["queued"] > 0
     pages = [uri for _, uri, _, _ in warc_records(tmp_path) if not uri.endswith("/robots.txt")]
     assert sorted(pages) == sorted(site.hit_counts())
+
+
+def test_a_sharded_crawl_keeps_to_max_pages_in_all(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    seeds = build_site(site)
+    c = crawl(make_config(store_url, tmp_path), seeds, max_pages="10", shards="3")
+    assert c.report.outcome == "ok"
+    # Each shard fetches its share (4, 3 and 3): redirects and errors count.
+    assert len(site.hit_counts()) == 10
+    assert c.run["pages"] + c.run["errors"] + c.run["redirects"] == 10
+    assert c.run["queued"] > 0 and c.result["queued"] == c.run["queued"]
+
+
+def test_more_shards_than_worker_slots_take_turns(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    """One worker slot, three shards: a shard with nothing left to fetch hands the slot
+    to a waiting sibling instead of waiting for it in the slot."""
+    seeds = build_site(site, pages_per_host=6)
+    config = dataclasses.replace(make_config(store_url, tmp_path), workers=1)
+    c = crawl(config, seeds, shards="3")
+    assert c.report.outcome == "ok"
+    assert set(site.hit_counts()) == site.reachable(seeds)
+    twice = {u for u, n in site.hit_counts().items() if n != 1}
+    assert twice == {f"{site.base(0)}/flaky.html"}  # 503, then 200
+    assert c.run["queued"] == 0
+    assert max(Counter(uri for _, uri, _, _ in warc_records(tmp_path)).values()) == 1
 
 
 def test_max_depth_and_scope(site: SiteServer, store_url: str, tmp_path: Path) -> None:

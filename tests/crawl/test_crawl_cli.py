@@ -58,8 +58,9 @@ def test_crawl_command_json_summary(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("shards", ["1", "3"])
 def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, shards: str
 ) -> None:
     home = make_home(backend, tmp_path, request)
     with SiteServer(hosts=3) as site:
@@ -77,6 +78,8 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
             "--json",
             "--scope",
             scope_of(site),
+            "--shards",
+            shards,
         )
         proc = home.start(*args)
         deadline = time.monotonic() + 120
@@ -103,6 +106,7 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
 
     assert summary["status"] == "ok"
     assert summary["queued"] == 0
+    assert "will be retried" not in again.stderr  # e.g. shards' commits deadlocked
     runs = home.query("SELECT id, outcome FROM source_runs")
     assert [r["outcome"] for r in runs] == ["ok"]  # the same run, resumed
     assert set(hits) == expected
@@ -114,6 +118,11 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
     assert max(uris.values()) == 1
     states = home.query("SELECT state, count(*) AS n FROM crawl_urls GROUP BY state")
     assert "queued" not in {r["state"] for r in states}
+    assert summary["pages"] + summary["errors"] + summary["redirects"] == len(expected)
+    if shards == "3":
+        assert summary["shards"] == 3
+        assert not home.query("SELECT * FROM crawl_inbox")
+        assert len({name.split("-")[4] for name in summary["warc_files"]}) == 3
 
 
 def test_crawl_detach_queues_the_crawl_for_workers(

@@ -25,6 +25,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..crawl import CrawlSummary
 from ..crawl.ledger import COUNTERS
+from ..crawl.settings import MAX_SHARDS
 from ..errors import SourceError, UnknownSource
 from ..frontier import canonicalize, host_of
 from ..frontier.errors import InvalidURL
@@ -141,6 +142,12 @@ def _crawl_progress(source: str) -> Any:
     type=click.IntRange(min=0, max=1),
     help="1: parse and archive pages in a child process; 0: in this one [0].",
 )
+@click.option(
+    "--shards",
+    type=click.IntRange(min=1, max=MAX_SHARDS),
+    help="Split the hosts over N jobs that run at once, in this process or in "
+    "`thresher worker` processes sharing a PostgreSQL store [1].",
+)
 @click.option("--name", help="Source name for this crawl [crawl-HOST-HASH of seeds and scope].")
 @click.option(
     "--detach", is_flag=True, help="Only queue the crawl: `thresher worker` processes do it."
@@ -202,13 +209,14 @@ def crawl_command(
         outcome, error = s.outcome, s.error
     with app.store() as store, store.transaction(write=False) as tx:
         row = tx.one("latest_crawl_run", source=name)
+        shards = len(tx.all("crawl_shard_rows", run=row["run_id"])) if row else 0
     folder = warc_dir(config.home, name)
     files = sorted(p.name for p in folder.glob("*.warc.gz"))
     seconds = round(time.time() - started, 3)
     run_id = None if row is None else row["run_id"]
     if row is None:  # failed before the crawl could start: nothing done
         row = {"source": name, "run_id": 0, **dict.fromkeys((*COUNTERS, "queued", "hosts"), 0)}
-    summary = CrawlSummary.from_row(row, seconds, files).as_dict()
+    summary = CrawlSummary.from_row(row, seconds, files, max(1, shards)).as_dict()
     summary.update(source=name, status=outcome, error=error, run=run_id)
     summary["warc_dir"] = str(folder)
     if as_json:

@@ -12,6 +12,12 @@ With `leases` (workers sharing a PostgreSQL store) each fetch also takes its hos
 in the store (`thresher.fetch.leases`): a host another worker is fetching, or fetched
 less than a delay ago, goes back to the workbench until then, and a fetch leaves the
 host's next allowed time behind for every other worker.
+
+With a `shard` the engine crawls one shard of a run: only the hosts it owns, sending the
+links it finds to other hosts' owners through the store (see `ledger`). When it has
+nothing in hand it says so in a commit and polls its inbox until every shard says the
+same; if a sibling shard's job is still waiting for a worker, it hands its own slot back
+(`Deferred`) rather than wait in it.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..clock import Clock
-from ..errors import PermanentError
+from ..errors import Deferred, PermanentError
 from ..fetch import Fetcher, FetchError, FetchSettings, Response
 from ..fetch.leases import HOLD_MARGIN, HostLeases
 from ..fetch.polite import fetch_robots
@@ -49,7 +55,7 @@ from ..frontier.politeness import is_failure
 from ..store import Row
 from ..store.aio import AsyncStore
 from ..store.warc import WarcPosition
-from .ledger import COUNTERS, Batch, CrawlLedger, Loaded
+from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState
 from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
 from .settings import CrawlSettings
 
@@ -59,6 +65,10 @@ log = logging.getLogger("thresher.crawl")
 
 # Links remembered as already sent through scope and sieve (about 100 bytes each).
 RECENT_LINKS = 50_000
+# A shard with nothing in hand asks for URLs sent to it this often...
+SHARD_POLL_SECONDS = 0.2
+# ...and after this long idle, gives its worker slot to a sibling shard waiting for one.
+SHARD_HOLD_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -76,9 +86,12 @@ class CrawlSummary:
     hosts: int
     seconds: float
     warc_files: tuple[str, ...]
+    shards: int = 1
 
     @classmethod
-    def from_row(cls, row: Row, seconds: float, warc_files: Iterable[str]) -> CrawlSummary:
+    def from_row(
+        cls, row: Row, seconds: float, warc_files: Iterable[str], shards: int = 1
+    ) -> CrawlSummary:
         """The summary of the run whose `crawl_runs` row is `row`."""
         counts = {k: int(row[k]) for k in (*COUNTERS, "queued", "hosts")}
         return cls(
@@ -86,6 +99,7 @@ class CrawlSummary:
             run=int(row["run_id"]),
             seconds=seconds,
             warc_files=tuple(warc_files),
+            shards=shards,
             **counts,
         )
 
@@ -117,6 +131,7 @@ class CrawlEngine:
         owner: str | None = None,
         fetch_settings: FetchSettings | None = None,
         leases: HostLeases | None = None,
+        shard: Shard | None = None,
     ) -> None:
         self.settings = settings
         self.source = source
@@ -124,7 +139,11 @@ class CrawlEngine:
         self.store = store
         self.warc_dir = warc_dir
         self.clock = clock
-        self.ledger = CrawlLedger(source, run, job=job, owner=owner)
+        self.shard = shard
+        self.ledger = CrawlLedger(source, run, job=job, owner=owner, shard=shard)
+        self.max_pages = settings.max_pages
+        if shard is not None and self.max_pages is not None:
+            self.max_pages = shard.share(self.max_pages)
         self.fetch_settings = fetch_settings or FetchSettings(
             user_agent=settings.user_agent,
             allow_private=settings.allow_private,
@@ -155,6 +174,7 @@ class CrawlEngine:
         self._finished_before = 0  # pages finished by earlier sessions of this run
         self._commit_lock = asyncio.Lock()
         self._last_commit = 0.0
+        self._idle_since: float | None = None
         self._failure: BaseException | None = None
         self.pages: Pages | None = None
         self.fetcher: Fetcher | None = None
@@ -185,26 +205,23 @@ class CrawlEngine:
                 self.fetcher = fetcher
                 self._discover_pending(loaded)
                 await self._crawl()
-        except BaseException:
-            # Interrupted (a signal, a lost lease, a store error): keep what is done.
-            await self._abort()
+        except BaseException as exc:
+            # Interrupted (a signal, a lost lease, a store error): keep what is done. A
+            # deferred shard had nothing in hand, and says so again.
+            await self._abort(idle=isinstance(exc, Deferred))
             raise
         await self._commit(final=True)
         files = await self.pages.close()
         row = await self.store.run(lambda tx: tx.one("get_crawl_run", run=self.run_id), False)
         assert row is not None
-        return CrawlSummary.from_row(row, time.monotonic() - t0, files)
+        return CrawlSummary.from_row(
+            row, time.monotonic() - t0, files, self.shard.count if self.shard else 1
+        )
 
     def _restore(self, loaded: Loaded) -> WarcSetup:
-        run = loaded.run
         self.sieve = loaded.sieve
         self._seq = loaded.seq
-        self._finished_before = (
-            int(run["pages"])
-            + int(run["errors"])
-            + int(run["redirects"])
-            + int(run["not_modified"])
-        )
+        self._finished_before = loaded.finished
         for r in loaded.robots:
             scheme, rest = str(r["site"]).split("://", 1)
             self.robots.on_robots(
@@ -215,13 +232,16 @@ class CrawlEngine:
             )
         self.warc_dir.mkdir(parents=True, exist_ok=True)
         prefix = f"{self.source}-run{self.run_id}"
+        if self.shard is not None:
+            prefix += f"-shard{self.shard.index}"
         resume = None
-        if run["warc_file"] is None:
+        if loaded.warc is None:
             # Nothing committed yet: whatever a dead session wrote is not ours to keep.
-            for stale in self.warc_dir.glob(f"{prefix}-*"):
+            # (Digits first: not another shard's files, whose prefix goes on.)
+            for stale in self.warc_dir.glob(f"{prefix}-[0-9]*"):
                 stale.unlink()
         else:
-            resume = WarcPosition(str(run["warc_file"]), int(run["warc_offset"]))
+            resume = WarcPosition(str(loaded.warc[0]), int(loaded.warc[1]))
         return WarcSetup(self.warc_dir, prefix, self.settings.warc_max_size, resume, loaded.digests)
 
     def _discover_pending(self, loaded: Loaded) -> None:
@@ -258,12 +278,13 @@ class CrawlEngine:
                 self._start(decision)
             if self._page_limit_reached():
                 decision = None
-            if (
-                not self._tasks
-                and not self._robots_inflight
-                and (decision is None or self._page_limit_reached())
-            ):
-                return
+            if self._idle(decision):
+                if self.shard is None:
+                    return
+                if await self._shard_idle(now):
+                    return
+                continue
+            self._idle_since = None
             if self._due_commit(now):
                 await self._commit()
             wait = 1.0
@@ -273,8 +294,35 @@ class CrawlEngine:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), wait)
 
+    def _idle(self, decision: Fetch | float | None) -> bool:
+        """Nothing in hand: nothing in flight, and nothing queued that this run may fetch."""
+        return (
+            not self._tasks
+            and not self._robots_inflight
+            and (decision is None or self._page_limit_reached())
+        )
+
+    async def _shard_idle(self, now: float) -> bool:
+        """A shard with nothing in hand: say so, take what was sent to it, and tell
+        whether the run is over. Waits a poll interval if nothing came."""
+        if self._idle_since is None:
+            self._idle_since = now
+        state = await self._commit(idle=True)
+        assert state is not None
+        if state.done:
+            return True
+        if not state.received:
+            if state.siblings_waiting and now - self._idle_since >= SHARD_HOLD_SECONDS:
+                raise Deferred(
+                    f"shard {self.ledger.shard}: idle while a sibling waits for a worker",
+                    now + SHARD_POLL_SECONDS,
+                    now,
+                )
+            await self.clock.sleep(SHARD_POLL_SECONDS)
+        return False
+
     def _page_limit_reached(self) -> bool:
-        cap = self.settings.max_pages
+        cap = self.max_pages
         return cap is not None and self._finished_before + self._started >= cap
 
     def _start(self, fetch: Fetch) -> None:
@@ -325,10 +373,22 @@ class CrawlEngine:
                 continue
             if self.scope.allows_canonical(canon, depth):
                 fresh.append((canon, url_hash(canon)))
+        shard = self.shard
         for url, h in self.sieve.offer_hashed(fresh):
             self._seq += 1
-            self.ledger.insert(self.batch, url, h, host_of(url), depth, self._seq)
-            self._admit(url, h, depth, now)
+            host = host_of(url)
+            self.ledger.insert(self.batch, url, h, host, depth, self._seq)
+            owner = shard.owner(host) if shard is not None else None
+            if owner is None or shard is None or owner == shard.index:
+                self._admit(url, h, depth, now)
+            else:
+                self.ledger.send(self.batch, owner, url, h, depth)
+
+    def _receive(self, urls: list[Pending], now: float) -> None:
+        """URLs another shard found on this shard's hosts (already in `crawl_urls`)."""
+        depths = {p.hash: p.depth for p in urls}
+        for url, h in self.sieve.offer_hashed((p.url, p.hash) for p in urls):
+            self._admit(url, h, depths[h], now)
 
     def _admit(self, url: str, h: int, depth: int, now: float) -> None:
         if self._refused:
@@ -554,7 +614,7 @@ class CrawlEngine:
 
     # -- commits --------------------------------------------------------------------------
 
-    async def _commit(self, *, final: bool = False) -> None:
+    async def _commit(self, *, final: bool = False, idle: bool = False) -> ShardState | None:
         async with self._commit_lock:
             assert self.pages is not None
             self._writes_open.clear()
@@ -568,7 +628,7 @@ class CrawlEngine:
             self._last_commit = now
             stats = self.workbench.stats(now)
             queued = stats.queued + stats.in_flight + sum(len(w) for w in self._waiting.values())
-            await self.store.run(
+            state = await self.store.run(
                 lambda tx: self.ledger.commit(
                     tx,
                     batch,
@@ -576,10 +636,14 @@ class CrawlEngine:
                     queued=0 if final and not self._page_limit_reached() else queued,
                     hosts=stats.hosts,
                     now=now,
+                    idle=idle or final,
                 )
             )
+            if state is not None and state.received:
+                self._receive(state.received, now)
+            return state
 
-    async def _abort(self) -> None:
+    async def _abort(self, *, idle: bool) -> None:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -589,7 +653,7 @@ class CrawlEngine:
         try:
             if self.pages is not None:
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self._commit())
+                    await asyncio.shield(self._commit(idle=idle))
         finally:
             if self.pages is not None:
                 await self.pages.abandon()

@@ -6,10 +6,18 @@ record written for them, all in one transaction (guarded by the crawl job's leas
 after a `kill -9` the store and the WARC files agree: a page is either committed with its
 record before the committed position, or neither, and the resumed crawl cuts the WARC
 file back to that position and fetches the page again.
+
+A crawl split over shards (`Shard`) runs one ledger per shard job. Each shard owns the
+hosts that hash to it and keeps its own WARC position and page count (`crawl_shards`);
+the run's counters are shared sums. A URL discovered on another shard's host is written
+to `crawl_urls` and to that shard's inbox in the discoverer's commit; the owner takes
+its inbox in its own commit, and a shard's commit also says whether the whole run is
+over (`ShardState`).
 """
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +26,18 @@ from ..errors import LeaseLost
 from ..frontier import Sieve
 from ..store import Row, Tx
 
-__all__ = ["COUNTERS", "Batch", "CrawlLedger", "Loaded", "Pending", "from_signed", "to_signed"]
+__all__ = [
+    "COUNTERS",
+    "FINISHED",
+    "Batch",
+    "CrawlLedger",
+    "Loaded",
+    "Pending",
+    "Shard",
+    "ShardState",
+    "from_signed",
+    "to_signed",
+]
 
 _TWO_63 = 1 << 63
 _TWO_64 = 1 << 64
@@ -32,6 +51,41 @@ COUNTERS = (
     "duplicates",
     "robots_excluded",
 )
+
+# The counters of URLs a run is done with (a page limit counts these).
+FINISHED = ("pages", "errors", "redirects", "not_modified")
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard `index` of `count`: the hosts whose CRC-32 is `index` modulo `count` (the
+    same in every process, unlike `hash()`)."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.index < self.count:
+            raise ValueError(f"no shard {self.index} of {self.count}")
+
+    def owner(self, host: str) -> int:
+        return zlib.crc32(host.encode()) % self.count
+
+    def owns(self, host: str) -> bool:
+        return self.owner(host) == self.index
+
+    def share(self, limit: int) -> int:
+        """This shard's part of a run-wide `limit`."""
+        return limit // self.count + (1 if self.index < limit % self.count else 0)
+
+
+@dataclass(frozen=True)
+class ShardState:
+    """What a shard's commit found: URLs sent to it, and whether the run is over."""
+
+    received: list[Pending]
+    done: bool
+    siblings_waiting: bool
 
 
 def to_signed(h: int) -> int:
@@ -64,6 +118,8 @@ class Loaded:
     digests: dict[str, tuple[str, float]]
     seq: int
     run: Row
+    warc: tuple[str, int] | None  # the committed WARC position of this run (or shard)
+    finished: int  # URLs this run (or shard) is done with
 
 
 @dataclass
@@ -73,6 +129,7 @@ class Batch:
     inserts: list[dict[str, Any]] = field(default_factory=list)
     finishes: list[dict[str, Any]] = field(default_factory=list)
     robots: list[dict[str, Any]] = field(default_factory=list)
+    sends: list[dict[str, Any]] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
 
     def __len__(self) -> int:
@@ -83,20 +140,40 @@ class CrawlLedger:
     """Reads and writes one source's crawl state for one run (no I/O of its own: it works
     on the transactions it is given)."""
 
-    def __init__(self, source: str, run: int, *, job: int | None, owner: str | None) -> None:
+    def __init__(
+        self,
+        source: str,
+        run: int,
+        *,
+        job: int | None,
+        owner: str | None,
+        shard: Shard | None = None,
+    ) -> None:
         self.source = source
         self.run = run
         self.job = job
         self.owner = owner
+        self.shard = shard
 
     def load(self, tx: Tx, now: float) -> Loaded:
         tx.execute("open_crawl_run", run=self.run, source=self.source, now=now)
         run = tx.one("get_crawl_run", run=self.run)
         assert run is not None
+        done = run
+        shard = self.shard
+        if shard is not None:
+            args = {"run": self.run, "shard": shard.index}
+            tx.execute("open_crawl_shard", shards=shard.count, now=now, **args)
+            shard_row = tx.one("get_crawl_shard", **args)
+            assert shard_row is not None
+            done = shard_row
+        # Every shard's sieve knows every URL: a link to another shard's host is sent
+        # to it once, not once per page that has it.
         sieve = Sieve.from_hashes(self._hashes(tx))
         pending = [
             Pending(r["url"], from_signed(r["hash"]), r["depth"], r["etag"], r["last_modified"])
             for r in tx.stream("crawl_pending", source=self.source, run=self.run)
+            if shard is None or shard.owns(r["host"])
         ]
         digests = {
             r["digest"]: (r["url"], float(r["fetched_at"]))
@@ -110,6 +187,8 @@ class CrawlLedger:
             digests=digests,
             seq=int(seq_row["seq"]) if seq_row else 0,
             run=run,
+            warc=None if done["warc_file"] is None else (done["warc_file"], done["warc_offset"]),
+            finished=int(done["finished"]) if shard else sum(int(run[k]) for k in FINISHED),
         )
 
     def _hashes(self, tx: Tx) -> Iterator[int]:
@@ -127,6 +206,12 @@ class CrawlLedger:
                 "seq": seq,
                 "run": self.run,
             }
+        )
+
+    def send(self, batch: Batch, shard: int, url: str, h: int, depth: int) -> None:
+        """Hand a URL of another shard's host to that shard (after `insert`)."""
+        batch.sends.append(
+            {"run": self.run, "shard": shard, "hash": to_signed(h), "url": url, "depth": depth}
         )
 
     def finish(
@@ -176,22 +261,58 @@ class CrawlLedger:
         queued: int,
         hosts: int,
         now: float,
-    ) -> None:
+        idle: bool = False,
+    ) -> ShardState | None:
         """Write `batch` and the WARC position that covers it; LeaseLost if another
-        worker has taken the crawl over (then nothing of this batch is written)."""
+        worker has taken the crawl over (then nothing of this batch is written).
+
+        A shard also takes the URLs sent to it and says whether it is `idle` (nothing in
+        hand); its answer says whether the run is over."""
         if self.job is not None and tx.one("lease_held", job=self.job, owner=self.owner) is None:
             raise LeaseLost(f"crawl run {self.run} of {self.source}: the lease was taken over")
-        # Inserts first: a page finished in this batch may be one discovered in it.
-        tx.execute_many("insert_crawl_url", batch.inserts)
-        tx.execute_many("finish_crawl_url", batch.finishes)
-        tx.execute_many("upsert_crawl_robots", batch.robots)
+        shard = self.shard
+        # The run's row first: it serialises the commits of a run's shards, which
+        # would otherwise deadlock on the URLs and inbox rows they both write.
         tx.execute(
             "update_crawl_run",
             run=self.run,
-            warc_file=warc[0] if warc else None,
-            warc_offset=warc[1] if warc else None,
+            warc_file=warc[0] if warc and shard is None else None,
+            warc_offset=warc[1] if warc and shard is None else None,
             queued=queued,
             hosts=hosts,
             now=now,
             **batch.counts,
         )
+        # Inserts first: a page finished in this batch may be one discovered in it.
+        tx.execute_many("insert_crawl_url", batch.inserts)
+        tx.execute_many("finish_crawl_url", batch.finishes)
+        tx.execute_many("upsert_crawl_robots", batch.robots)
+        tx.execute_many("send_crawl_url", batch.sends)
+        if shard is None:
+            return None
+        received = [
+            Pending(r["url"], from_signed(r["hash"]), r["depth"], None, None)
+            for r in tx.all("drain_crawl_inbox", run=self.run, shard=shard.index)
+        ]
+        # Taking URLs and saying busy in one transaction: no peer can see the URLs gone
+        # from the inbox while this shard still looks idle.
+        idle = idle and not received
+        tx.execute(
+            "update_crawl_shard",
+            run=self.run,
+            shard=shard.index,
+            warc_file=warc[0] if warc else None,
+            warc_offset=warc[1] if warc else None,
+            finished=sum(batch.counts[k] for k in FINISHED),
+            queued=queued,
+            hosts=hosts,
+            idle=1 if idle else 0,
+            now=now,
+        )
+        tx.execute("total_crawl_run", run=self.run)
+        if not idle:
+            return ShardState(received, done=False, siblings_waiting=False)
+        state = tx.one("crawl_shards_state", run=self.run, job=self.job)
+        assert state is not None
+        done = int(state["started"]) >= shard.count and not state["busy"] and not state["mail"]
+        return ShardState(received, done=done, siblings_waiting=bool(state["waiting"]))

@@ -147,7 +147,8 @@ class InlinePages:
         return self.writer.close()
 
     async def abandon(self) -> None:
-        return None
+        # Only the handles: what follows the committed position is cut off on resume.
+        self.writer.warc.abort()
 
 
 # The child process's writer: a process pool of one worker runs its calls one at a time,

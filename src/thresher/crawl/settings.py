@@ -16,7 +16,9 @@ from ..config import DEFAULT_USER_AGENT
 from ..errors import SourceError
 from ..frontier import Politeness, Scope
 
-__all__ = ["CrawlSettings"]
+__all__ = ["MAX_SHARDS", "CrawlSettings"]
+
+MAX_SHARDS = 256
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class CrawlSettings:
     # process (1). Inline is the default: measured on 2 cores, the child's per-page
     # hand-over (pickling, the executor's queues) cost more than the parsing it took over.
     parse_processes: int = 0
+    # Split the hosts over this many shard jobs, which workers run in parallel (each
+    # shard its own process's core when `thresher worker` processes share the store).
+    shards: int = 1
     commit_seconds: float = 1.0
     commit_pages: int = 1000
 
@@ -50,6 +55,8 @@ class CrawlSettings:
             raise SourceError("a crawl needs at least one seed URL")
         if self.concurrency < 1 or self.host_connections < 1:
             raise SourceError("concurrency and host connections must be at least 1")
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise SourceError(f"shards must be from 1 to {MAX_SHARDS}")
         if self.delay < 0:
             raise SourceError("the delay must not be negative")
         self.make_scope()  # a bad regex is a usage error now, not in the middle of a crawl

@@ -28,7 +28,7 @@ from typing import Any, TypeVar, cast
 
 from ..clock import Clock
 from ..config import Config
-from ..errors import HostBusy, LeaseLost
+from ..errors import Deferred, LeaseLost
 from ..fetch import FetchSettings
 from ..fetch.leases import HostLeases
 from ..fetch.polite import PoliteFetcher
@@ -93,7 +93,7 @@ class PoolStats:
     done: int = 0
     failed: int = 0
     retried: int = 0
-    deferred: int = 0  # handed back until their host's turn (HostBusy)
+    deferred: int = 0  # handed back until later (Deferred: their host's turn, ...)
     released: int = 0
     running: dict[int, str] = field(default_factory=dict)
 
@@ -400,14 +400,14 @@ class WorkerPool:
     async def _failed(self, job: Job, exc: Exception) -> None:
         error = _describe(exc)
         now = self.clock.now()
-        if isinstance(exc, HostBusy):
+        if isinstance(exc, Deferred):
             try:
                 await self.store.run(lambda tx: queue.defer(tx, job, self.owner, exc.until, now))
             except LeaseLost as lost:
                 log.warning("%s", lost)
                 return
             self.stats.deferred += 1
-            log.debug("job %s waits for its host: %s", job.key, exc)
+            log.debug("job %s deferred: %s", job.key, exc)
             return
         try:
             if is_transient(exc) and not isinstance(exc, LookupError):

@@ -1,7 +1,8 @@
 """`web`: crawl a site (or several) from seed URLs into WARC files, politely.
 
 The source URL is the first seed; the `seeds` option adds more. One run is one crawl job
-that drives the crawl engine; the engine commits its progress as it goes, so a run that
+that drives the crawl engine (or, with `shards`, one job per shard of the hosts, and a
+summary job once they are all done); the engine commits its progress as it goes, so a run that
 is interrupted or killed resumes where it stopped, and a later run revisits every known
 URL with a conditional GET and fetches only what is new or changed. WARC files go to
 HOME/warc/SOURCE/.
@@ -13,10 +14,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..crawl import CrawlEngine, CrawlSettings
-from ..errors import SourceError
+from ..crawl import CrawlEngine, CrawlSettings, CrawlSummary
+from ..crawl.ledger import Shard
+from ..errors import PermanentError, SourceError
 from ..frontier import InvalidScope
-from ..jobs import JobContext, Outcome, register
+from ..jobs import JobContext, JobSpec, Outcome, register
+from ..store import Row, Tx
 from .directory import get_source
 from .types import Option, SourceType, register_type
 
@@ -71,6 +74,9 @@ WEB = register_type(
             "parse_processes": _opt(
                 int, "parse_processes", "Parse and archive pages in a child process (1)."
             ),
+            "shards": _opt(
+                int, "shards", "Split the hosts over this many jobs that workers run at once."
+            ),
         },
     )
 )
@@ -80,17 +86,20 @@ def warc_dir(home: Path, source: str) -> Path:
     return home / "warc" / source
 
 
-@register("web.crawl")
-async def _crawl(ctx: JobContext) -> Outcome:
-    name = ctx.job.source or ""
+async def _settings(ctx: JobContext) -> CrawlSettings:
     # The source as it is now, not as it was when the run opened: a resumed crawl obeys
     # the limits of the command that resumed it.
+    name = ctx.job.source or ""
     source = await ctx.store.run(lambda tx: get_source(tx, name), False)
     options = dict(source.options)
     options["user_agent"] = options.get("user_agent") or ctx.config.user_agent
-    settings = CrawlSettings.from_source(source.url, options)
+    return CrawlSettings.from_source(source.url, options)
+
+
+def _engine(ctx: JobContext, settings: CrawlSettings, shard: Shard | None) -> CrawlEngine:
+    name = ctx.job.source or ""
     assert ctx.job.source_run_id is not None
-    engine = CrawlEngine(
+    return CrawlEngine(
         settings,
         source=name,
         run=ctx.job.source_run_id,
@@ -100,6 +109,45 @@ async def _crawl(ctx: JobContext) -> Outcome:
         job=ctx.job.id,
         owner=ctx.owner,
         leases=ctx.leases,
+        shard=shard,
     )
-    summary = await engine.run()
+
+
+@register("web.crawl")
+async def _crawl(ctx: JobContext) -> Outcome:
+    settings = await _settings(ctx)
+    if settings.shards > 1:
+        # The run's shard count is fixed here, in its jobs: hosts keep their owner
+        # however the option changes before the run is resumed.
+        n = settings.shards
+        shards = tuple(
+            JobSpec("web.shard", f"shard{i}", {"shard": i, "shards": n}) for i in range(n)
+        )
+        return Outcome(children=shards, commit=JobSpec("web.summary", "summary"))
+    summary = await _engine(ctx, settings, None).run()
     return Outcome(result=summary.as_dict())
+
+
+@register("web.shard")
+async def _shard(ctx: JobContext) -> Outcome:
+    shard = Shard(int(ctx.job.payload["shard"]), int(ctx.job.payload["shards"]))
+    summary = await _engine(ctx, await _settings(ctx), shard).run()
+    return Outcome(result=summary.as_dict())
+
+
+@register("web.summary")
+async def _summary(ctx: JobContext) -> Outcome:
+    """The run's summary once every shard is done: what they did, added up."""
+    run = ctx.job.source_run_id
+    name = ctx.job.source or ""
+
+    def read(tx: Tx) -> tuple[Row | None, list[Row]]:
+        return tx.one("get_crawl_run", run=run), tx.all("crawl_shard_rows", run=run)
+
+    row, shards = await ctx.store.run(read, False)
+    if row is None:
+        raise PermanentError(f"crawl run {run} of {name} has no progress row")
+    folder = warc_dir(ctx.config.home, name)
+    files = sorted(p.name for p in folder.glob(f"{name}-run{run}-*.warc.gz"))
+    seconds = float(row["updated"]) - float(row["started"])
+    return Outcome(result=CrawlSummary.from_row(row, seconds, files, len(shards)).as_dict())

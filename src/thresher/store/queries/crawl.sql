@@ -5,7 +5,7 @@
 SELECT hash FROM crawl_urls WHERE source = :source
 
 -- name: crawl_pending
-SELECT hash, url, depth, etag, last_modified, status FROM crawl_urls
+SELECT hash, url, host, depth, etag, last_modified, status FROM crawl_urls
 WHERE source = :source AND (fetched_run IS NULL OR fetched_run <> :run)
 ORDER BY depth, seq
 
@@ -80,3 +80,57 @@ ON CONFLICT (source, site) DO UPDATE SET
 
 -- name: lease_held
 SELECT 1 AS held FROM jobs WHERE id = :job AND lease_owner = :owner AND state = 'leased'
+
+-- Shards of a crawl run (crawl_shards, crawl_inbox: see migration 0011).
+
+-- name: open_crawl_shard
+-- A shard (re)starting has its pending URLs in hand: busy until it says otherwise.
+INSERT INTO crawl_shards (run_id, shard, shards, idle, updated)
+VALUES (:run, :shard, :shards, 0, :now)
+ON CONFLICT (run_id, shard) DO UPDATE SET idle = 0, updated = excluded.updated
+
+-- name: get_crawl_shard
+SELECT * FROM crawl_shards WHERE run_id = :run AND shard = :shard
+
+-- name: crawl_shard_rows
+SELECT * FROM crawl_shards WHERE run_id = :run ORDER BY shard
+
+-- name: update_crawl_shard
+UPDATE crawl_shards SET
+    warc_file = coalesce(:warc_file, warc_file),
+    warc_offset = coalesce(:warc_offset, warc_offset),
+    finished = finished + :finished,
+    queued = :queued,
+    hosts = :hosts,
+    idle = :idle,
+    updated = :now
+WHERE run_id = :run AND shard = :shard
+
+-- name: total_crawl_run
+-- The run's queue and hosts are its shards' sums (its counters are added to directly).
+UPDATE crawl_runs SET
+    queued = (SELECT coalesce(sum(queued), 0) FROM crawl_shards WHERE run_id = :run),
+    hosts = (SELECT coalesce(sum(hosts), 0) FROM crawl_shards WHERE run_id = :run)
+WHERE run_id = :run
+
+-- name: send_crawl_url
+-- Two shards may send the same URL: the owner gets it once, at the lesser depth.
+INSERT INTO crawl_inbox (run_id, shard, hash, url, depth)
+VALUES (:run, :shard, :hash, :url, :depth)
+ON CONFLICT (run_id, shard, hash) DO UPDATE SET depth = CASE
+    WHEN excluded.depth < crawl_inbox.depth THEN excluded.depth ELSE crawl_inbox.depth END
+
+-- name: drain_crawl_inbox
+DELETE FROM crawl_inbox WHERE run_id = :run AND shard = :shard
+RETURNING hash, url, depth
+
+-- name: crawl_shards_state
+-- One statement, so one snapshot: the run is over when all its shards have started,
+-- none is busy and no URL waits for one. `waiting`: sibling shard jobs not running
+-- (an idle shard holding a worker's slot would keep them from starting).
+SELECT
+    (SELECT count(*) FROM crawl_shards WHERE run_id = :run) AS started,
+    (SELECT count(*) FROM crawl_shards WHERE run_id = :run AND idle = 0) AS busy,
+    (SELECT count(*) FROM (SELECT 1 FROM crawl_inbox WHERE run_id = :run LIMIT 1) AS m) AS mail,
+    (SELECT count(*) FROM jobs AS j JOIN jobs AS me ON j.parent_id = me.parent_id
+     WHERE me.id = :job AND j.kind = me.kind AND j.state = 'pending') AS waiting

@@ -1,0 +1,182 @@
+"""Shards of a crawl run: which shard owns a host, how a limit is split, and the protocol
+of their commits (URLs sent through inboxes, idle shards, the end of the run), on a real
+store of each backend — step by step, and with shards in threads crawling a random web
+at once."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+import zlib
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from thresher.crawl.ledger import Batch, CrawlLedger, Shard, ShardState
+from thresher.frontier import url_hash
+from thresher.store import Store, open_store
+
+SOURCE = "web"
+RUN = 1
+
+
+def url(host: int, page: int) -> str:
+    return f"http://h{host}.example/{page}"
+
+
+def host_of(u: str) -> str:
+    return u.split("/")[2]
+
+
+@given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=64))
+def test_shares_of_a_limit_add_up_and_differ_by_one_at_most(limit: int, count: int) -> None:
+    shares = [Shard(i, count).share(limit) for i in range(count)]
+    assert sum(shares) == limit
+    assert max(shares) - min(shares) <= 1
+
+
+def test_a_host_has_one_owner_the_same_in_every_process() -> None:
+    shards = [Shard(i, 4) for i in range(4)]
+    for host in ("example.org", "127.0.0.1", "xn--bcher-kva.example"):
+        owners = [s.index for s in shards if s.owns(host)]
+        assert owners == [zlib.crc32(host.encode()) % 4]
+    with pytest.raises(ValueError):
+        Shard(4, 4)
+
+
+def commit(
+    store: Store, ledger: CrawlLedger, batch: Batch | None = None, *, idle: bool
+) -> ShardState:
+    with store.transaction() as tx:
+        state = ledger.commit(
+            tx, Batch() if batch is None else batch, None, queued=0, hosts=0, now=1.0, idle=idle
+        )
+    assert state is not None
+    return state
+
+
+def test_the_run_ends_only_when_every_shard_is_idle_and_no_url_waits(store: Store) -> None:
+    a = CrawlLedger(SOURCE, RUN, job=None, owner=None, shard=Shard(0, 2))
+    b = CrawlLedger(SOURCE, RUN, job=None, owner=None, shard=Shard(1, 2))
+    with store.transaction() as tx:
+        a.load(tx, 1.0)
+    # B has not started: A, idle, does not end the run.
+    assert commit(store, a, idle=True) == ShardState([], done=False, siblings_waiting=False)
+
+    # A finds a URL of B's host (twice, at two depths) and sends it.
+    u = "http://b.example/1"
+    batch = Batch()
+    a.insert(batch, u, url_hash(u), "b.example", 3, 1)
+    a.send(batch, 1, u, url_hash(u), 3)
+    assert not commit(store, a, batch, idle=False).done
+    batch = Batch()
+    a.send(batch, 1, u, url_hash(u), 2)
+    assert not commit(store, a, batch, idle=True).done
+
+    with store.transaction() as tx:
+        loaded = b.load(tx, 1.0)
+    # B's pending URLs are those of its hosts (A's load would not list this one).
+    assert [p.url for p in loaded.pending] == [u]
+    with store.transaction() as tx:
+        assert a.load(tx, 1.0).pending == []
+    assert not commit(store, a, idle=True).done  # A restarted: busy until it says idle
+    # B takes its inbox, once, at the lesser depth, and is busy in the same commit.
+    state = commit(store, b, idle=True)
+    assert [(p.url, p.depth) for p in state.received] == [(u, 2)] and not state.done
+    assert not commit(store, a, idle=True).done
+    assert commit(store, b, idle=True).done  # nothing came: the run is over
+    assert commit(store, a, idle=True).done
+    with store.transaction() as tx:
+        shards = tx.all("crawl_shard_rows", run=RUN)
+    assert [(r["shard"], r["idle"]) for r in shards] == [(0, 1), (1, 1)]
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
+    store: Store, store_url: str, shards: int
+) -> None:
+    """Each thread is one shard with its own store connection: it fetches its hosts' URLs
+    a few per commit, in random order and at random speeds, starting late or not."""
+    rng = random.Random(shards)
+    hosts, pages = 7, 40
+    web = {
+        url(h, p): [url(rng.randrange(hosts), rng.randrange(pages)) for _ in range(4)]
+        for h in range(hosts)
+        for p in range(pages)
+    }
+    seeds = [url(0, 0), url(1, 0)]
+    reachable, todo = set(seeds), list(seeds)
+    while todo:
+        for link in web[todo.pop()]:
+            if link not in reachable:
+                reachable.add(link)
+                todo.append(link)
+
+    fetched: list[tuple[int, str]] = []
+    ended: list[set[str]] = []  # what had been fetched when each shard saw the end
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def crawl_shard(index: int) -> None:
+        r = random.Random(index)
+        time.sleep(r.random() * 0.2)
+        own = open_store(store_url)
+        try:
+            shard = Shard(index, shards)
+            ledger = CrawlLedger(SOURCE, RUN, job=None, owner=None, shard=shard)
+            with own.transaction() as tx:
+                loaded = ledger.load(tx, 1.0)
+            sieve, queue = loaded.sieve, [p.url for p in loaded.pending]
+
+            def discover(batch: Batch, links: list[str]) -> None:
+                for link, h in sieve.offer_hashed((x, url_hash(x)) for x in links):
+                    ledger.insert(batch, link, h, host_of(link), 0, 0)
+                    owner = shard.owner(host_of(link))
+                    if owner == index:
+                        queue.append(link)
+                    else:
+                        ledger.send(batch, owner, link, h, 0)
+
+            batch = Batch()
+            discover(batch, seeds)
+            while True:
+                r.shuffle(queue)
+                for _ in range(min(len(queue), r.randrange(1, 6))):
+                    page = queue.pop()
+                    with lock:
+                        fetched.append((index, page))
+                    ledger.finish(batch, url_hash(page), "done", now=1.0)
+                    batch.counts["pages"] += 1
+                    discover(batch, web[page])
+                state = commit(own, ledger, batch, idle=not queue)
+                batch = Batch()
+                for link, _ in sieve.offer_hashed((p.url, p.hash) for p in state.received):
+                    queue.append(link)
+                if state.done:
+                    with lock:
+                        ended.append({p for _, p in fetched})
+                    return
+                if not queue:
+                    time.sleep(0.002)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            own.close()
+
+    threads = [threading.Thread(target=crawl_shard, args=(i,)) for i in range(shards)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(ended) == shards
+    # Every reachable page fetched once, by the shard of its host; none ended early.
+    assert Counter(p for _, p in fetched) == Counter(reachable)
+    assert all(Shard(i, shards).owns(host_of(p)) for i, p in fetched)
+    assert all(seen == reachable for seen in ended)
+    with store.transaction() as tx:
+        assert tx.one("get_crawl_run", run=RUN)["pages"] == len(reachable)
+        assert not tx.all("drain_crawl_inbox", run=RUN, shard=0)
