@@ -178,5 +178,6 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
     assert all(Shard(i, shards).owns(host_of(p)) for i, p in fetched)
     assert all(seen == reachable for seen in ended)
     with store.transaction() as tx:
-        assert tx.one("get_crawl_run", run=RUN)["pages"] == len(reachable)
+        run = tx.one("get_crawl_run", run=RUN)
+        assert run is not None and run["pages"] == len(reachable)
         assert not tx.all("drain_crawl_inbox", run=RUN, shard=0)
