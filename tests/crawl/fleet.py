@@ -38,13 +38,15 @@ def add_sources(
     docs: SiteServer,
     delay: float,
     archive_url: str | None = None,
+    shards: int = 1,
 ) -> None:
-    """A `web` crawl of `crawl`, a `urls` list of `docs`' pages and, if given, a mail
-    archive: all polite with `delay`, loopback allowed."""
+    """A `web` crawl of `crawl` (split over `shards`), a `urls` list of `docs`' pages
+    and, if given, a mail archive: all polite with `delay`, loopback allowed."""
     polite = ["-o", "allow_private=true", "-o", f"delay={delay}"]
     home.run(
         "source", "add", "web", seeds[0], "--type", "web",
         "-o", "seeds=" + " ".join(seeds[1:]), "-o", f"scope={scope_of(crawl)}", *polite,
+        "-o", f"shards={shards}",
     )  # fmt: skip
     listing = home.path / "docs.txt"
     listing.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """Three `thresher worker` processes on one PostgreSQL store, one of them killed with
-`kill -9` in the middle: a crawl of a multi-host site, a URL list on another site and a
-mail archive are each stored exactly once, the same as with one worker, and (from the
-servers' own request logs) no host is ever fetched twice within its delay."""
+`kill -9` in the middle: a crawl of a multi-host site (split over three shards, which
+the workers share), a URL list on another site and a mail archive are each stored
+exactly once, the same as with one worker, and (from the servers' own request logs) no
+host is ever fetched twice within its delay."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
     }
     deadline = time.monotonic() + 240
     killed = None
+    crawlers: set[str] = set()  # workers seen holding a shard of the crawl
     try:
         while True:
             assert time.monotonic() < deadline, "the workers did not finish"
@@ -43,16 +45,17 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
                 assert i == killed or proc.poll() is None, proc.communicate()
             time.sleep(0.1)
             if kill and killed is None:
-                # Once pages, documents and messages are all coming in, kill -9 the
-                # worker that holds the crawl (its pid is part of its lease owner).
+                # Once pages, documents and messages are all coming in, kill -9 a
+                # worker that holds a shard of the crawl (its pid is in its lease owner).
                 progress = home.query(
                     "SELECT (SELECT count(*) FROM documents) AS docs,"
                     " (SELECT count(*) FROM messages) AS msgs,"
                     " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
                 )[0]
                 owners = home.query(
-                    "SELECT lease_owner FROM jobs WHERE kind = 'web.crawl' AND state = 'leased'"
+                    "SELECT lease_owner FROM jobs WHERE kind = 'web.shard' AND state = 'leased'"
                 )
+                crawlers |= {str(o["lease_owner"]) for o in owners}
                 if owners and progress["docs"] and progress["msgs"] and progress["pages"] >= 10:
                     pid = int(str(owners[0]["lease_owner"]).split(":")[1])
                     [killed] = [i for i, p in procs.items() if p.pid == pid]
@@ -70,6 +73,8 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
         "docs": {r["url"]: r["sha256"] for r in home.query("SELECT url, sha256 FROM documents")},
         "messages": Counter(r["message_id"] for r in home.query("SELECT message_id FROM messages")),
         "workers": home.query("SELECT owner, jobs_done FROM workers"),
+        "crawlers": crawlers,
+        "shards": home.query("SELECT shard, idle FROM crawl_shards ORDER BY shard"),
     }
 
 
@@ -89,14 +94,14 @@ def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
         url = archive.url("pipermail", ADDR)
 
         single = Home(tmp_path / "single", new_pg_database(pg_admin_url))
-        add_sources(single, crawl, seeds, docs, DELAY, url)
+        add_sources(single, crawl, seeds, docs, DELAY, url, shards=3)
         one = harvest(single, workers=1, kill=False)
 
         crawl.hits.clear()
         docs.hits.clear()
         archive.requests.clear()
         fleet = Home(tmp_path / "fleet", new_pg_database(pg_admin_url), THRESHER_LEASE_SECONDS="3")
-        add_sources(fleet, crawl, seeds, docs, DELAY, url)
+        add_sources(fleet, crawl, seeds, docs, DELAY, url, shards=3)
         three = harvest(fleet, workers=3, kill=True)
 
         hits: dict[str, list[float]] = defaultdict(list)
@@ -119,4 +124,7 @@ def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
     # The work was shared: at least two workers did jobs (the killed one's count may
     # not have reached its last heartbeat).
     assert sum(1 for w in three["workers"] if w["jobs_done"]) >= 2
+    # The crawl itself was shared: its shards ran in more than one worker.
+    assert len({o.split(":")[0] for o in three["crawlers"]}) >= 2, three["crawlers"]
+    assert three["shards"] == [{"shard": i, "idle": 1} for i in range(3)]
     assert too_close(hits, DELAY) == {}
