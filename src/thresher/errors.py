@@ -7,6 +7,8 @@ must say what to fix, not where in the code it happened.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigError",
     "Deferred",
@@ -22,6 +24,13 @@ __all__ = [
     "UnknownSource",
     "UsageError",
 ]
+
+
+def _rebuild(cls: type[TransientError], message: str, state: dict[str, Any]) -> Any:
+    exc = cls.__new__(cls)
+    Exception.__init__(exc, message)
+    exc.__dict__.update(state)
+    return exc
 
 
 class ThresherError(Exception):
@@ -74,6 +83,10 @@ class TransientError(JobError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Whole, through pickle: a crawl's child process raises these to its parent.
+        return (_rebuild, (type(self), str(self), self.__dict__))
 
 
 class Deferred(TransientError):

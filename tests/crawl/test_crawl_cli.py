@@ -18,6 +18,19 @@ from cli_proc import Home
 from conftest import new_pg_database
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and theirs (Linux's /proc children lists)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = [int(k) for k in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            out += [kid, *descendants(kid)]
+    return out
+
+
 def make_home(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Home:
     db = None
     if backend == "postgres":
@@ -93,8 +106,16 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
             except Exception:  # the database or its tables do not exist yet
                 continue
             committed = int(rows[0]["pages"]) if rows else 0
+        children = descendants(proc.pid)
+        assert len(children) >= (3 if shards == "3" else 0)  # a process per shard
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
+        # The shards' processes die with the command: none goes on writing WARC files.
+        while (alive := [c for c in children if Path(f"/proc/{c}").exists()]) and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        assert not alive
         done_before = {
             r["url"] for r in home.query("SELECT url FROM crawl_urls WHERE warc_file IS NOT NULL")
         }

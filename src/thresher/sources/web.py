@@ -10,13 +10,16 @@ HOME/warc/SOURCE/.
 
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from ..crawl import CrawlEngine, CrawlSettings, CrawlSummary
 from ..crawl.ledger import Shard
-from ..errors import PermanentError, SourceError
+from ..crawl.process import ChildCrawl, crawl_in_child
+from ..errors import Deferred, PermanentError, SourceError
 from ..frontier import InvalidScope
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Row, Tx
@@ -26,6 +29,9 @@ from .types import Option, SourceType, register_type
 __all__ = ["WEB", "warc_dir"]
 
 _DEFAULTS = CrawlSettings(seeds=("http://example.invalid/",))
+
+# Seconds after a sharded run starts during which workers spread its shards evenly.
+SPREAD_SECONDS = 10.0
 
 
 def _check_seed(url: str) -> str:
@@ -96,7 +102,7 @@ async def _settings(ctx: JobContext) -> CrawlSettings:
     return CrawlSettings.from_source(source.url, options)
 
 
-def _engine(ctx: JobContext, settings: CrawlSettings, shard: Shard | None) -> CrawlEngine:
+def _engine(ctx: JobContext, settings: CrawlSettings) -> CrawlEngine:
     name = ctx.job.source or ""
     assert ctx.job.source_run_id is not None
     return CrawlEngine(
@@ -109,7 +115,6 @@ def _engine(ctx: JobContext, settings: CrawlSettings, shard: Shard | None) -> Cr
         job=ctx.job.id,
         owner=ctx.owner,
         leases=ctx.leases,
-        shard=shard,
     )
 
 
@@ -124,15 +129,53 @@ async def _crawl(ctx: JobContext) -> Outcome:
             JobSpec("web.shard", f"shard{i}", {"shard": i, "shards": n}) for i in range(n)
         )
         return Outcome(children=shards, commit=JobSpec("web.summary", "summary"))
-    summary = await _engine(ctx, settings, None).run()
+    summary = await _engine(ctx, settings).run()
     return Outcome(result=summary.as_dict())
 
 
 @register("web.shard")
 async def _shard(ctx: JobContext) -> Outcome:
+    """One shard, in a child process of its own: shards are there to use more cores."""
     shard = Shard(int(ctx.job.payload["shard"]), int(ctx.job.payload["shards"]))
-    summary = await _engine(ctx, await _settings(ctx), shard).run()
+    await _take_share(ctx, shard)
+    name = ctx.job.source or ""
+    assert ctx.job.source_run_id is not None
+    spec = ChildCrawl(
+        settings=await _settings(ctx),
+        source=name,
+        run=ctx.job.source_run_id,
+        store_url=ctx.config.store_url,
+        warc_dir=warc_dir(ctx.config.home, name),
+        job=ctx.job.id,
+        owner=ctx.owner,
+        shard=shard,
+        shared_leases=ctx.leases is not None,
+        lease_seconds=ctx.config.lease_seconds,
+        log_level=logging.getLogger("thresher").getEffectiveLevel(),
+    )
+    summary = await crawl_in_child(spec)
     return Outcome(result=summary.as_dict())
+
+
+async def _take_share(ctx: JobContext, shard: Shard) -> None:
+    """Spread a new crawl's shards over the workers alive: a worker holding its share of
+    them already hands this one back for a moment, for another worker to take. After
+    `SPREAD_SECONDS` any worker takes it, so busy peers cannot keep it waiting."""
+    now = ctx.clock.now()
+    row = await ctx.store.run(
+        lambda tx: tx.one(
+            "crawl_shard_spread",
+            job=ctx.job.id,
+            owner=ctx.owner,
+            alive=now - ctx.config.lease_seconds,
+        ),
+        False,
+    )
+    if row is None or now - float(row["created"]) >= SPREAD_SECONDS:
+        return
+    share = math.ceil(shard.count / max(1, int(row["workers"])))
+    if int(row["held"]) >= share:
+        raise Deferred(f"shard {shard.index}: this worker holds its share", now + 0.5, now)
 
 
 @register("web.summary")
