@@ -19,12 +19,11 @@ import asyncio
 import contextlib
 import ctypes
 import logging
-import multiprocessing
+import os
 import pickle
 import signal
 import sys
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -67,44 +66,51 @@ class ChildCrawl:
 
 async def crawl_in_child(spec: ChildCrawl) -> CrawlSummary:
     """Run the crawl in a new process and return its summary, or raise what it raised."""
-    ctx = multiprocessing.get_context("spawn")
-    ours, theirs = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(spec, theirs), name=f"crawl-{spec.source}")
-    proc.start()
-    theirs.close()
-    loop = asyncio.get_running_loop()
-    answer = loop.run_in_executor(None, _receive, ours)
+    # A plain subprocess, not multiprocessing: no resource tracker process beside it,
+    # and asyncio waits for it without a thread.
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        __name__,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(pickle.dumps(spec))
+    proc.stdin.close()
+    answer = asyncio.ensure_future(proc.stdout.read())
     try:
         try:
-            kind, value = await asyncio.shield(answer)
+            data = await asyncio.shield(answer)
         except asyncio.CancelledError:
             proc.terminate()  # SIGTERM: the child commits what is done, then stops
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(answer), STOP_SECONDS)
             raise
     finally:
-        if proc.is_alive():
-            await loop.run_in_executor(None, proc.join, STOP_SECONDS)
-        if proc.is_alive():
+        try:
+            await asyncio.wait_for(asyncio.shield(proc.wait()), STOP_SECONDS)
+        except TimeoutError:
             proc.kill()
-            await loop.run_in_executor(None, proc.join)
-        ours.close()
+            await proc.wait()
+    try:
+        kind, value = pickle.loads(data)
+    except Exception:  # killed, or died without a word
+        raise TransientError(f"the crawl's process ended ({proc.returncode})") from None
     if kind == "error":
         raise value
     assert isinstance(value, CrawlSummary)
     return value
 
 
-def _receive(conn: Connection) -> tuple[str, Any]:
-    try:
-        answer: tuple[str, Any] = conn.recv()
-    except EOFError:  # killed, or died without a word
-        return "error", TransientError("the crawl's child process died")
-    return answer
-
-
-def _child_main(spec: ChildCrawl, conn: Connection) -> None:
+def main() -> None:
+    """The child: a `ChildCrawl` pickled on stdin, ("ok", summary) or ("error", exception)
+    pickled on stdout. Anything else written to stdout goes to stderr."""
     _die_with_parent()
+    answer_to = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    spec = pickle.loads(sys.stdin.buffer.read())
+    assert isinstance(spec, ChildCrawl)
     # Ctrl-C reaches the whole process group: the parent decides, and sends SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     root = logging.getLogger("thresher")
@@ -119,8 +125,8 @@ def _child_main(spec: ChildCrawl, conn: Connection) -> None:
         answer: tuple[str, Any] = ("ok", asyncio.run(_crawl(spec)))
     except BaseException as exc:  # every failure goes back to the parent
         answer = ("error", _portable(exc))
-    conn.send(answer)
-    conn.close()
+    answer_to.write(pickle.dumps(answer))
+    answer_to.close()
 
 
 async def _crawl(spec: ChildCrawl) -> CrawlSummary:
@@ -172,3 +178,9 @@ def _die_with_parent() -> None:
     with contextlib.suppress(Exception):  # Linux only; elsewhere the lease check remains
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+if __name__ == "__main__":
+    from thresher.crawl.process import main as _main  # the importable copy: pickles match
+
+    _main()
