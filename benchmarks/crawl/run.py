@@ -54,7 +54,7 @@ PEERS_VENV = HERE / ".venv-peers"
 SCRAPY_REQUIREMENT = "scrapy>=2.11,<3"
 SPIDER_TEMPLATE = HERE / "scrapy_spider.py.in"
 RESULTS = HERE / "results.json"
-CRAWLERS = ("thresher", "scrapy", "wget2")
+CRAWLERS = ("thresher", "thresher-1shard", "scrapy", "wget2")
 HOSTS = 20
 SEED = 20261130  # of the site's random generator: the same site on every run
 USER_AGENT = "thresher-crawl-bench/1"
@@ -477,6 +477,8 @@ class Thresher(Crawler):
     extra_args: ClassVar[list[str]] = []  # --thresher-args, for experiments
 
     name = "thresher"
+    # One shard per core: hosts split over processes, as the issue allows for using both.
+    shards = os.cpu_count() or 1
 
     help = ""
 
@@ -535,6 +537,8 @@ class Thresher(Crawler):
             cmd += ["--host-connections", str(crawl.concurrency)]
         if "--no-progress" in self.help:
             cmd.append("--no-progress")
+        if "--shards" in self.help:
+            cmd += ["--shards", str(self.shards)]
         return cmd + self.extra_args, child_env()
 
     def fetched(self, crawl: Crawl, log: Path) -> Fetched:
@@ -693,7 +697,14 @@ class Wget2(Crawler):
         return Fetched(len(urls), urls)
 
 
-ALL: dict[str, Crawler] = {c.name: c for c in (Thresher(), Scrapy(), Wget2())}
+class ThresherOneShard(Thresher):
+    """Thresher in one process: what a single core of it does."""
+
+    name = "thresher-1shard"
+    shards = 1
+
+
+ALL: dict[str, Crawler] = {c.name: c for c in (Thresher(), ThresherOneShard(), Scrapy(), Wget2())}
 
 
 def run_crawler(
@@ -766,7 +777,7 @@ def table(rows: Sequence[Row], pages: int) -> str:
 
 def targets(rows: Sequence[Row]) -> list[str]:
     by_name = {r.crawler: r for r in rows}
-    ours, scrapy, wget2 = (by_name.get(n) for n in CRAWLERS)
+    ours, scrapy, wget2 = (by_name.get(n) for n in ("thresher", "scrapy", "wget2"))
     if ours is None:
         return []
     out = []
@@ -795,6 +806,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--only", default=",".join(CRAWLERS), help="crawlers to run, in order (all three)"
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawler (1800)")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="crawl this many rounds, the crawlers in turn; each one's median run is shown (1)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work folder, print it")
     parser.add_argument(
         "--thresher-args", default="", help="more arguments for 'thresher crawl' (experiments)"
@@ -838,22 +855,37 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         load_before = os.getloadavg()
+        runs: dict[str, list[Row]] = {c.name: [] for c in crawlers}
         with nginx(site, work) as server:
-            for n, crawler in enumerate(crawlers, 1):
-                print(f"[{n}/{len(crawlers)}] {crawler.name} …", end=" ", file=sys.stderr)
-                sys.stderr.flush()
-                row = run_crawler(crawler, site, server, work, opts.concurrency, opts.timeout)
-                print(
-                    f"{row.pages} pages in {row.usage.seconds:.1f} s ({row.rate:.0f}/s)",
-                    file=sys.stderr,
-                )
-                rows.append(row)
-                if not opts.keep:
-                    shutil.rmtree(work / crawler.name, ignore_errors=True)
+            # Round after round, each crawler in turn: the machine's slow moments (wget2's
+            # 20 000 file creations vary 3x here) fall on every crawler alike.
+            for round_ in range(1, opts.repeat + 1):
+                for n, crawler in enumerate(crawlers, 1):
+                    print(
+                        f"[{round_}.{n}/{opts.repeat}.{len(crawlers)}] {crawler.name} …",
+                        end=" ",
+                        file=sys.stderr,
+                    )
+                    sys.stderr.flush()
+                    row = run_crawler(crawler, site, server, work, opts.concurrency, opts.timeout)
+                    print(
+                        f"{row.pages} pages in {row.usage.seconds:.1f} s ({row.rate:.0f}/s)",
+                        file=sys.stderr,
+                    )
+                    runs[crawler.name].append(row)
+                    if not opts.keep:
+                        shutil.rmtree(work / crawler.name, ignore_errors=True)
             nginx_version = subprocess.run(
                 [server.binary, "-v"], capture_output=True, text=True
             ).stderr.strip()
         load_after = os.getloadavg()
+        for done in runs.values():
+            ranked = sorted(done, key=lambda r: r.usage.seconds)
+            row = ranked[(len(ranked) - 1) // 2]
+            if len(done) > 1:
+                each = ", ".join(f"{r.usage.seconds:.1f}" for r in done)
+                row.notes.append(f"the median of {len(done)} runs: {each} s")
+            rows.append(row)
         own_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         now = datetime.datetime.now().astimezone()
         print(
