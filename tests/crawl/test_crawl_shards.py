@@ -8,14 +8,13 @@ from __future__ import annotations
 import random
 import threading
 import time
-import zlib
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thresher.crawl.ledger import Batch, CrawlLedger, Shard, ShardState
+from thresher.crawl.ledger import Batch, CrawlLedger, Shard, ShardState, Unowned
 from thresher.frontier import url_hash
 from thresher.store import Store, open_store
 
@@ -38,21 +37,24 @@ def test_shares_of_a_limit_add_up_and_differ_by_one_at_most(limit: int, count: i
     assert max(shares) - min(shares) <= 1
 
 
-def test_a_host_has_one_owner_the_same_in_every_process() -> None:
-    shards = [Shard(i, 4) for i in range(4)]
-    for host in ("example.org", "127.0.0.1", "xn--bcher-kva.example"):
-        owners = [s.index for s in shards if s.owns(host)]
-        assert owners == [zlib.crc32(host.encode()) % 4]
-    with pytest.raises(ValueError):
-        Shard(4, 4)
-
-
 def commit(
-    store: Store, ledger: CrawlLedger, batch: Batch | None = None, *, idle: bool
+    store: Store,
+    ledger: CrawlLedger,
+    batch: Batch | None = None,
+    *,
+    idle: bool,
+    unowned: Unowned | None = None,
 ) -> ShardState:
     with store.transaction() as tx:
         state = ledger.commit(
-            tx, Batch() if batch is None else batch, None, queued=0, hosts=0, now=1.0, idle=idle
+            tx,
+            Batch() if batch is None else batch,
+            None,
+            queued=0,
+            hosts=0,
+            now=1.0,
+            idle=idle,
+            unowned=unowned,
         )
     assert state is not None
     return state
@@ -66,26 +68,31 @@ def test_the_run_ends_only_when_every_shard_is_idle_and_no_url_waits(store: Stor
     # B has not started: A, idle, does not end the run.
     assert commit(store, a, idle=True) == ShardState([], done=False, siblings_waiting=False)
 
-    # A finds a URL of B's host (twice, at two depths) and sends it.
-    u = "http://b.example/1"
+    # A meets two new hosts: each gets an owner, the one with the fewest hosts (A, then
+    # B), and the URL of B's host is sent to B in the same commit.
+    ua, ub = "http://a.example/1", "http://b.example/1"
     batch = Batch()
-    a.insert(batch, u, url_hash(u), "b.example", 3, 1)
-    a.send(batch, 1, u, url_hash(u), 3)
-    assert not commit(store, a, batch, idle=False).done
+    for u, host in ((ua, "a.example"), (ub, "b.example")):
+        a.insert(batch, u, url_hash(u), host, 3, 1)
+    unowned = {"a.example": [(ua, url_hash(ua), 3)], "b.example": [(ub, url_hash(ub), 3)]}
+    state = commit(store, a, batch, idle=False, unowned=unowned)
+    assert state.owners == {"a.example": 0, "b.example": 1} and not state.done
+    # A finds the URL again, nearer a seed, and sends it too.
     batch = Batch()
-    a.send(batch, 1, u, url_hash(u), 2)
+    a.send(batch, 1, ub, url_hash(ub), 2)
     assert not commit(store, a, batch, idle=True).done
 
     with store.transaction() as tx:
         loaded = b.load(tx, 1.0)
-    # B's pending URLs are those of its hosts (A's load would not list this one).
-    assert [p.url for p in loaded.pending] == [u]
+    # B's pending URLs are those of its hosts; each shard knows every host's owner.
+    assert [p.url for p in loaded.pending] == [ub]
+    assert loaded.owners == {"a.example": 0, "b.example": 1}
     with store.transaction() as tx:
-        assert a.load(tx, 1.0).pending == []
-    assert not commit(store, a, idle=True).done  # A restarted: busy until it says idle
+        assert [p.url for p in a.load(tx, 1.0).pending] == [ua]
+    assert not commit(store, a, idle=False).done  # A restarted, with a URL in hand
     # B takes its inbox, once, at the lesser depth, and is busy in the same commit.
     state = commit(store, b, idle=True)
-    assert [(p.url, p.depth) for p in state.received] == [(u, 2)] and not state.done
+    assert [(p.url, p.depth) for p in state.received] == [(ub, 2)] and not state.done
     assert not commit(store, a, idle=True).done
     assert commit(store, b, idle=True).done  # nothing came: the run is over
     assert commit(store, a, idle=True).done
@@ -94,12 +101,36 @@ def test_the_run_ends_only_when_every_shard_is_idle_and_no_url_waits(store: Stor
     assert [(r["shard"], r["idle"]) for r in shards] == [(0, 1), (1, 1)]
 
 
+def test_a_new_run_gives_known_hosts_owners_the_busiest_first(store: Store) -> None:
+    """The second run of a crawl: its shards split the hosts of the URLs to revisit."""
+    first = CrawlLedger(SOURCE, RUN, job=None, owner=None)
+    with store.transaction() as tx:
+        first.load(tx, 1.0)
+    batch = Batch()
+    sizes = {"big.example": 5, "mid.example": 3, "small.example": 2, "tiny.example": 1}
+    for host, n in sizes.items():
+        for i in range(n):
+            u = f"http://{host}/{i}"
+            first.insert(batch, u, url_hash(u), host, 0, 0)
+    with store.transaction() as tx:
+        first.commit(tx, batch, None, queued=0, hosts=0, now=1.0)
+    shards = [CrawlLedger(SOURCE, RUN + 1, job=None, owner=None, shard=Shard(i, 2)) for i in (0, 1)]
+    with store.transaction() as tx:
+        zero = shards[0].load(tx, 2.0)
+    with store.transaction() as tx:
+        one = shards[1].load(tx, 2.0)
+    expected = {"big.example": 0, "mid.example": 1, "small.example": 0, "tiny.example": 1}
+    assert zero.owners == one.owners == expected
+    assert len(zero.pending) == 7 and len(one.pending) == 4
+
+
 @pytest.mark.parametrize("shards", [2, 3])
 def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
     store: Store, store_url: str, shards: int
 ) -> None:
     """Each thread is one shard with its own store connection: it fetches its hosts' URLs
-    a few per commit, in random order and at random speeds, starting late or not."""
+    a few per commit, in random order and at random speeds, starting late or not, and
+    gives hosts owners as the engine does (a link to a new host waits for a commit)."""
     rng = random.Random(shards)
     hosts, pages = 7, 40
     web = {
@@ -117,6 +148,7 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
 
     fetched: list[tuple[int, str]] = []
     ended: list[set[str]] = []  # what had been fetched when each shard saw the end
+    owner_of: dict[str, set[int]] = defaultdict(set)  # as each shard saw it
     errors: list[BaseException] = []
     lock = threading.Lock()
 
@@ -130,12 +162,17 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
             with own.transaction() as tx:
                 loaded = ledger.load(tx, 1.0)
             sieve, queue = loaded.sieve, [p.url for p in loaded.pending]
+            owners = loaded.owners
+            unowned: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
 
             def discover(batch: Batch, links: list[str]) -> None:
                 for link, h in sieve.offer_hashed((x, url_hash(x)) for x in links):
-                    ledger.insert(batch, link, h, host_of(link), 0, 0)
-                    owner = shard.owner(host_of(link))
-                    if owner == index:
+                    host = host_of(link)
+                    ledger.insert(batch, link, h, host, 0, 0)
+                    owner = owners.get(host)
+                    if owner is None:
+                        unowned[host].append((link, h, 0))
+                    elif owner == index:
                         queue.append(link)
                     else:
                         ledger.send(batch, owner, link, h, 0)
@@ -151,13 +188,21 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
                     ledger.finish(batch, url_hash(page), "done", now=1.0)
                     batch.counts["pages"] += 1
                     discover(batch, web[page])
-                state = commit(own, ledger, batch, idle=not queue)
+                asked = dict(unowned)
+                unowned.clear()
+                state = commit(own, ledger, batch, idle=not queue and not asked, unowned=asked)
                 batch = Batch()
+                owners.update(state.owners)
+                for host, urls in asked.items():
+                    if owners[host] == index:
+                        queue.extend(u for u, _, _ in urls)
                 for link, _ in sieve.offer_hashed((p.url, p.hash) for p in state.received):
                     queue.append(link)
                 if state.done:
                     with lock:
                         ended.append({p for _, p in fetched})
+                        for host, o in owners.items():
+                            owner_of[host].add(o)
                     return
                 if not queue:
                     time.sleep(0.002)
@@ -173,9 +218,12 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
         t.join(60)
     assert not errors, errors
     assert len(ended) == shards
-    # Every reachable page fetched once, by the shard of its host; none ended early.
+    # Every reachable page fetched once, by the one owner of its host; none ended early.
     assert Counter(p for _, p in fetched) == Counter(reachable)
-    assert all(Shard(i, shards).owns(host_of(p)) for i, p in fetched)
+    assert all(len(o) == 1 for o in owner_of.values())
+    assert all(owner_of[host_of(p)] == {i} for i, p in fetched)
+    counts = Counter(next(iter(o)) for o in owner_of.values())
+    assert max(counts.values()) - min(counts.values()) <= 1  # hosts split evenly
     assert all(seen == reachable for seen in ended)
     with store.transaction() as tx:
         run = tx.one("get_crawl_run", run=RUN)

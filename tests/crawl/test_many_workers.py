@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import add_sources, crawled, stop_workers, too_close
+from fleet import add_sources, crawled, scope_of, stop_workers, too_close
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -44,6 +44,10 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
             for i, proc in procs.items():
                 assert i == killed or proc.poll() is None, proc.communicate()
             time.sleep(0.1)
+            owners = home.query(
+                "SELECT lease_owner FROM jobs WHERE kind = 'web.shard' AND state = 'leased'"
+            )
+            crawlers |= {str(o["lease_owner"]).split(":")[0] for o in owners}
             if kill and killed is None:
                 # Once pages, documents and messages are all coming in, kill -9 a
                 # worker that holds a shard of the crawl (its pid is in its lease owner).
@@ -52,10 +56,6 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
                     " (SELECT count(*) FROM messages) AS msgs,"
                     " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
                 )[0]
-                owners = home.query(
-                    "SELECT lease_owner FROM jobs WHERE kind = 'web.shard' AND state = 'leased'"
-                )
-                crawlers |= {str(o["lease_owner"]) for o in owners}
                 if owners and progress["docs"] and progress["msgs"] and progress["pages"] >= 10:
                     pid = int(str(owners[0]["lease_owner"]).split(":")[1])
                     [killed] = [i for i, p in procs.items() if p.pid == pid]
@@ -125,6 +125,35 @@ def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
     # not have reached its last heartbeat).
     assert sum(1 for w in three["workers"] if w["jobs_done"]) >= 2
     # The crawl itself was shared: its shards ran in more than one worker.
-    assert len({o.split(":")[0] for o in three["crawlers"]}) >= 2, three["crawlers"]
+    assert len(three["crawlers"]) >= 2, three["crawlers"]
     assert three["shards"] == [{"shard": i, "idle": 1} for i in range(3)]
     assert too_close(hits, DELAY) == {}
+
+
+def test_workers_spread_a_new_crawls_shards(pg_admin_url: str, tmp_path: Path) -> None:
+    """Three idle workers, a crawl in three shards: each worker takes one."""
+    home = Home(tmp_path / "home", new_pg_database(pg_admin_url))
+    with SiteServer(hosts=3) as site:
+        seeds = build_site(site, pages_per_host=40)
+        site.latency = 0.01
+        home.run("source", "list")  # creates the store before the workers race to
+        procs = [home.start("worker", "--name", f"w{i}", "-c", "4") for i in range(3)]
+        try:
+            deadline = time.monotonic() + 60
+            while len(home.query("SELECT owner FROM workers")) < 3:
+                assert time.monotonic() < deadline, "the workers did not start"
+                time.sleep(0.05)
+            args = ("crawl", *seeds, "--allow-private", "--delay", "0", "--shards", "3")
+            home.run(*args, "--scope", scope_of(site), "--detach")
+            holders: set[str] = set()
+            while home.query("SELECT outcome FROM source_runs") != [{"outcome": "ok"}]:
+                assert time.monotonic() < deadline, "the crawl did not finish"
+                rows = home.query(
+                    "SELECT lease_owner FROM jobs WHERE kind = 'web.shard' AND state = 'leased'"
+                )
+                holders |= {str(r["lease_owner"]).split(":")[0] for r in rows}
+                time.sleep(0.05)
+        finally:
+            stop_workers(procs)
+        assert set(crawled(home.path, "*")) >= site.reachable(seeds)
+    assert holders == {"w0", "w1", "w2"}

@@ -14,7 +14,8 @@ less than a delay ago, goes back to the workbench until then, and a fetch leaves
 host's next allowed time behind for every other worker.
 
 With a `shard` the engine crawls one shard of a run: only the hosts it owns, sending the
-links it finds to other hosts' owners through the store (see `ledger`). When it has
+links it finds to other hosts' owners through the store (see `ledger`). A link to a host
+without an owner waits for the next commit, which gives the host one. When it has
 nothing in hand it says so in a commit and polls its inbox until every shard says the
 same; if a sibling shard's job is still waiting for a worker, it hands its own slot back
 (`Deferred`) rather than wait in it.
@@ -55,7 +56,7 @@ from ..frontier.politeness import is_failure
 from ..store import Row
 from ..store.aio import AsyncStore
 from ..store.warc import WarcPosition
-from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState
+from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState, Unowned
 from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
 from .settings import CrawlSettings
 
@@ -69,6 +70,8 @@ RECENT_LINKS = 50_000
 SHARD_POLL_SECONDS = 0.2
 # ...and after this long idle, gives its worker slot to a sibling shard waiting for one.
 SHARD_HOLD_SECONDS = 2.0
+# How long links to hosts without an owner may wait for a commit to give them one.
+OWNERS_SECONDS = 0.1
 
 
 @dataclass(frozen=True)
@@ -175,6 +178,9 @@ class CrawlEngine:
         self._commit_lock = asyncio.Lock()
         self._last_commit = 0.0
         self._idle_since: float | None = None
+        # A shard's run: each host's owner, and URLs of hosts that have none yet.
+        self._owners: dict[str, int] = {}
+        self._unowned: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
         self._failure: BaseException | None = None
         self.pages: Pages | None = None
         self.fetcher: Fetcher | None = None
@@ -220,6 +226,7 @@ class CrawlEngine:
 
     def _restore(self, loaded: Loaded) -> WarcSetup:
         self.sieve = loaded.sieve
+        self._owners = loaded.owners
         self._seq = loaded.seq
         self._finished_before = loaded.finished
         for r in loaded.robots:
@@ -299,6 +306,7 @@ class CrawlEngine:
         return (
             not self._tasks
             and not self._robots_inflight
+            and not self._unowned
             and (decision is None or self._page_limit_reached())
         )
 
@@ -346,6 +354,8 @@ class CrawlEngine:
         self._wake.set()
 
     def _due_commit(self, now: float) -> bool:
+        if self._unowned and (not self._tasks or now - self._last_commit >= OWNERS_SECONDS):
+            return True  # new hosts: their URLs wait for an owner
         return len(self.batch) >= self.settings.commit_pages or (
             now - self._last_commit >= self.settings.commit_seconds
             and bool(self.batch.finishes or self.batch.inserts or self.batch.robots)
@@ -378,16 +388,33 @@ class CrawlEngine:
             self._seq += 1
             host = host_of(url)
             self.ledger.insert(self.batch, url, h, host, depth, self._seq)
-            owner = shard.owner(host) if shard is not None else None
-            if owner is None or shard is None or owner == shard.index:
+            if shard is None:
+                self._admit(url, h, depth, now)
+                continue
+            owner = self._owners.get(host)
+            if owner is None:
+                self._unowned[host].append((url, h, depth))
+            elif owner == shard.index:
                 self._admit(url, h, depth, now)
             else:
                 self.ledger.send(self.batch, owner, url, h, depth)
 
+    def _owned(self, unowned: Unowned, owners: dict[str, int], now: float) -> None:
+        """Hosts given owners by a commit: this shard's URLs of its own are fetched (the
+        commit sent the others on)."""
+        assert self.shard is not None
+        self._owners.update(owners)
+        for host, urls in unowned.items():
+            if owners[host] == self.shard.index:
+                for url, h, depth in urls:
+                    self._admit(url, h, depth, now)
+
     def _receive(self, urls: list[Pending], now: float) -> None:
         """URLs another shard found on this shard's hosts (already in `crawl_urls`)."""
+        assert self.shard is not None
         depths = {p.hash: p.depth for p in urls}
         for url, h in self.sieve.offer_hashed((p.url, p.hash) for p in urls):
+            self._owners[host_of(url)] = self.shard.index
             self._admit(url, h, depths[h], now)
 
     def _admit(self, url: str, h: int, depth: int, now: float) -> None:
@@ -621,6 +648,7 @@ class CrawlEngine:
             try:
                 await self._drained.wait()
                 batch, self.batch = self.batch, Batch()
+                unowned, self._unowned = self._unowned, defaultdict(list)
                 pos = await self.pages.sync()
             finally:
                 self._writes_open.set()
@@ -637,10 +665,13 @@ class CrawlEngine:
                     hosts=stats.hosts,
                     now=now,
                     idle=idle or final,
+                    unowned=unowned,
                 )
             )
-            if state is not None and state.received:
-                self._receive(state.received, now)
+            if state is not None:
+                self._owned(unowned, state.owners, now)
+                if state.received:
+                    self._receive(state.received, now)
             return state
 
     async def _abort(self, *, idle: bool) -> None:

@@ -7,8 +7,9 @@ after a `kill -9` the store and the WARC files agree: a page is either committed
 record before the committed position, or neither, and the resumed crawl cuts the WARC
 file back to that position and fetches the page again.
 
-A crawl split over shards (`Shard`) runs one ledger per shard job. Each shard owns the
-hosts that hash to it and keeps its own WARC position and page count (`crawl_shards`);
+A crawl split over shards (`Shard`) runs one ledger per shard job. Each host of the run
+has one owner (`crawl_hosts`): the shard that owned the fewest hosts when a shard first
+met it. Each shard keeps its own WARC position and page count (`crawl_shards`);
 the run's counters are shared sums. A URL discovered on another shard's host is written
 to `crawl_urls` and to that shard's inbox in the discoverer's commit; the owner takes
 its inbox in its own commit, and a shard's commit also says whether the whole run is
@@ -17,8 +18,8 @@ over (`ShardState`).
 
 from __future__ import annotations
 
-import zlib
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "Pending",
     "Shard",
     "ShardState",
+    "Unowned",
     "from_signed",
     "to_signed",
 ]
@@ -58,8 +60,7 @@ FINISHED = ("pages", "errors", "redirects", "not_modified")
 
 @dataclass(frozen=True)
 class Shard:
-    """Shard `index` of `count`: the hosts whose CRC-32 is `index` modulo `count` (the
-    same in every process, unlike `hash()`)."""
+    """Shard `index` of `count` shards of a run."""
 
     index: int
     count: int
@@ -68,12 +69,6 @@ class Shard:
         if not 0 <= self.index < self.count:
             raise ValueError(f"no shard {self.index} of {self.count}")
 
-    def owner(self, host: str) -> int:
-        return zlib.crc32(host.encode()) % self.count
-
-    def owns(self, host: str) -> bool:
-        return self.owner(host) == self.index
-
     def share(self, limit: int) -> int:
         """This shard's part of a run-wide `limit`."""
         return limit // self.count + (1 if self.index < limit % self.count else 0)
@@ -81,11 +76,17 @@ class Shard:
 
 @dataclass(frozen=True)
 class ShardState:
-    """What a shard's commit found: URLs sent to it, and whether the run is over."""
+    """What a shard's commit found: URLs sent to it, the owners of the hosts it asked
+    about, and whether the run is over."""
 
     received: list[Pending]
     done: bool
     siblings_waiting: bool
+    owners: dict[str, int] = field(default_factory=dict)
+
+
+# URLs of hosts without an owner yet, by host: (url, hash, depth).
+Unowned = Mapping[str, list[tuple[str, int, int]]]
 
 
 def to_signed(h: int) -> int:
@@ -120,6 +121,7 @@ class Loaded:
     run: Row
     warc: tuple[str, int] | None  # the committed WARC position of this run (or shard)
     finished: int  # URLs this run (or shard) is done with
+    owners: dict[str, int]  # a shard's run: the hosts with an owner, and their owner
 
 
 @dataclass
@@ -161,20 +163,32 @@ class CrawlLedger:
         assert run is not None
         done = run
         shard = self.shard
+        owners: dict[str, int] = {}
         if shard is not None:
+            tx.execute("lock_crawl_run", run=self.run, now=now)
             args = {"run": self.run, "shard": shard.index}
             tx.execute("open_crawl_shard", shards=shard.count, now=now, **args)
             shard_row = tx.one("get_crawl_shard", **args)
             assert shard_row is not None
             done = shard_row
+            owners = {r["host"]: int(r["shard"]) for r in tx.all("crawl_host_owners", run=self.run)}
         # Every shard's sieve knows every URL: a link to another shard's host is sent
         # to it once, not once per page that has it.
         sieve = Sieve.from_hashes(self._hashes(tx))
-        pending = [
-            Pending(r["url"], from_signed(r["hash"]), r["depth"], r["etag"], r["last_modified"])
+        rows = [
+            (
+                Pending(
+                    r["url"], from_signed(r["hash"]), r["depth"], r["etag"], r["last_modified"]
+                ),
+                r["host"],
+            )
             for r in tx.stream("crawl_pending", source=self.source, run=self.run)
-            if shard is None or shard.owns(r["host"])
         ]
+        if shard is not None:
+            # A run revisiting known URLs: their hosts get owners now, the busiest first.
+            waiting = Counter(host for _, host in rows if host not in owners)
+            owners.update(self._assign(tx, [host for host, _ in waiting.most_common()]))
+        pending = [p for p, host in rows if shard is None or owners[host] == shard.index]
         digests = {
             r["digest"]: (r["url"], float(r["fetched_at"]))
             for r in tx.stream("crawl_digests", source=self.source)
@@ -189,7 +203,29 @@ class CrawlLedger:
             run=run,
             warc=None if done["warc_file"] is None else (done["warc_file"], done["warc_offset"]),
             finished=int(done["finished"]) if shard else sum(int(run[k]) for k in FINISHED),
+            owners=owners,
         )
+
+    def _assign(self, tx: Tx, hosts: Iterable[str]) -> dict[str, int]:
+        """The owners of `hosts`, giving each host without one to the shard that owns the
+        fewest (the caller holds the run's row, so no other shard gives out owners now)."""
+        assert self.shard is not None
+        count = self.shard.count
+        owned = [0] * count
+        for r in tx.all("crawl_host_counts", run=self.run):
+            if 0 <= int(r["shard"]) < count:
+                owned[int(r["shard"])] += int(r["hosts"])
+        out: dict[str, int] = {}
+        for host in hosts:
+            row = tx.one("get_crawl_host", run=self.run, host=host)
+            if row is None:
+                pick = min(range(count), key=lambda i: (owned[i], i))
+                tx.execute("assign_crawl_host", run=self.run, host=host, shard=pick)
+                row = tx.one("get_crawl_host", run=self.run, host=host)
+                assert row is not None
+                owned[int(row["shard"])] += 1
+            out[host] = int(row["shard"])
+        return out
 
     def _hashes(self, tx: Tx) -> Iterator[int]:
         for row in tx.stream("crawl_hashes", source=self.source):
@@ -262,12 +298,14 @@ class CrawlLedger:
         hosts: int,
         now: float,
         idle: bool = False,
+        unowned: Unowned | None = None,
     ) -> ShardState | None:
         """Write `batch` and the WARC position that covers it; LeaseLost if another
         worker has taken the crawl over (then nothing of this batch is written).
 
-        A shard also takes the URLs sent to it and says whether it is `idle` (nothing in
-        hand); its answer says whether the run is over."""
+        A shard also gives owners to the hosts of its `unowned` URLs (sending those of
+        other shards' hosts on), takes the URLs sent to it and says whether it is `idle`
+        (nothing in hand); its answer says whether the run is over."""
         if self.job is not None and tx.one("lease_held", job=self.job, owner=self.owner) is None:
             raise LeaseLost(f"crawl run {self.run} of {self.source}: the lease was taken over")
         shard = self.shard
@@ -290,6 +328,22 @@ class CrawlLedger:
         tx.execute_many("send_crawl_url", batch.sends)
         if shard is None:
             return None
+        owners = self._assign(tx, list(unowned or {}))
+        tx.execute_many(
+            "send_crawl_url",
+            [
+                {
+                    "run": self.run,
+                    "shard": owners[host],
+                    "hash": to_signed(h),
+                    "url": url,
+                    "depth": d,
+                }
+                for host, urls in (unowned or {}).items()
+                if owners[host] != shard.index
+                for url, h, d in urls
+            ],
+        )
         received = [
             Pending(r["url"], from_signed(r["hash"]), r["depth"], None, None)
             for r in tx.all("drain_crawl_inbox", run=self.run, shard=shard.index)
@@ -311,8 +365,10 @@ class CrawlLedger:
         )
         tx.execute("total_crawl_run", run=self.run)
         if not idle:
-            return ShardState(received, done=False, siblings_waiting=False)
+            return ShardState(received, done=False, siblings_waiting=False, owners=owners)
         state = tx.one("crawl_shards_state", run=self.run, job=self.job)
         assert state is not None
         done = int(state["started"]) >= shard.count and not state["busy"] and not state["mail"]
-        return ShardState(received, done=done, siblings_waiting=bool(state["waiting"]))
+        return ShardState(
+            received, done=done, siblings_waiting=bool(state["waiting"]), owners=owners
+        )

@@ -144,3 +144,20 @@ SELECT
        AND j.lease_owner = :owner) AS held,
     (SELECT count(*) FROM workers WHERE stopped IS NULL AND heartbeat >= :alive) AS workers,
     (SELECT created FROM jobs WHERE id = :job) AS created
+
+-- name: lock_crawl_run
+-- Taken first by every shard transaction: owners of hosts are given out one at a time.
+UPDATE crawl_runs SET updated = :now WHERE run_id = :run
+
+-- name: crawl_host_owners
+SELECT host, shard FROM crawl_hosts WHERE run_id = :run
+
+-- name: crawl_host_counts
+SELECT shard, count(*) AS hosts FROM crawl_hosts WHERE run_id = :run GROUP BY shard
+
+-- name: get_crawl_host
+SELECT shard FROM crawl_hosts WHERE run_id = :run AND host = :host
+
+-- name: assign_crawl_host
+INSERT INTO crawl_hosts (run_id, host, shard) VALUES (:run, :host, :shard)
+ON CONFLICT (run_id, host) DO NOTHING

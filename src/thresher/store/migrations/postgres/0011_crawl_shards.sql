@@ -1,5 +1,5 @@
--- A crawl split over shards (the web source's `shards` option): each shard job owns the
--- hosts that hash to it, and has its own WARC files, committed position and page count
+-- A crawl split over shards (the web source's `shards` option): each shard job owns some
+-- hosts (crawl_hosts), and has its own WARC files, committed position and page count
 -- here. `idle` says the shard has nothing in hand: the run is over once, in one
 -- statement, every shard is idle and no URL waits in an inbox.
 CREATE TABLE crawl_shards (
@@ -27,4 +27,14 @@ CREATE TABLE crawl_inbox (
     url             TEXT NOT NULL,
     depth           INTEGER NOT NULL,
     PRIMARY KEY (run_id, shard, hash)
+);
+
+-- Which shard fetches a host, this run. A host gets an owner when a shard first meets it
+-- (the shard owning the fewest hosts then), in a transaction that holds the run's row,
+-- so owners are given out one at a time and never change during the run.
+CREATE TABLE crawl_hosts (
+    run_id          INTEGER NOT NULL,
+    host            TEXT NOT NULL,
+    shard           INTEGER NOT NULL,
+    PRIMARY KEY (run_id, host)
 );
