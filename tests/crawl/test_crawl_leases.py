@@ -1,12 +1,15 @@
 """A crawl shares its hosts' turns with every other fetch of the fleet: a `web` crawl
 and a `urls` list over the same hosts, done by two `thresher worker` processes on one
-PostgreSQL store, never fetch a host twice within its delay (from the server's log)."""
+PostgreSQL store, never fetch a host twice within its delay (from the server's log); and
+a crawl without delays holds its hosts across fetches instead of per fetch."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crawlsite import SiteServer, build_site
@@ -14,6 +17,10 @@ from fleet import scope_of, stop_workers, too_close
 
 from cli_proc import Home
 from conftest import new_pg_database
+from thresher.clock import SystemClock
+from thresher.crawl import CrawlEngine, CrawlSettings
+from thresher.fetch.leases import HostLeases
+from thresher.store.aio import AsyncStore
 
 DELAY = 0.3
 
@@ -53,3 +60,64 @@ def test_a_crawl_and_a_list_of_the_same_hosts_take_turns(pg_admin_url: str, tmp_
         for hit in site.hits:
             times[hit.url.split("/")[2]].append(hit.at)
         assert too_close(times, DELAY) == {}
+
+
+class CountingLeases(HostLeases):
+    """Real host leases in the store, counting the engine's takes."""
+
+    takes = 0
+
+    async def take(
+        self, host: str, ip: str | None, now: float, hold_until: float, ip_delay: float
+    ) -> float | None:
+        answer = await super().take(host, ip, now, hold_until, ip_delay)
+        self.takes += answer is None
+        return answer
+
+
+@pytest.mark.parametrize(("delay", "sticky"), [(0.0, True), (0.01, False)])
+def test_without_a_delay_a_crawl_holds_its_hosts_across_fetches(
+    store_url: str, tmp_path: Path, delay: float, sticky: bool
+) -> None:
+    """Two store transactions per fetch cost more than a fetch without delays: such a
+    crawl takes each host once and hands it back at the end. With a delay, a host is
+    taken for each fetch, and another worker may fetch it in between."""
+    with SiteServer(hosts=3) as site:
+        seeds = build_site(site, pages_per_host=20)
+        expected = site.reachable(seeds)
+
+        async def crawl() -> tuple[int, int, list[Any]]:
+            store = await AsyncStore(store_url).open()
+            try:
+                leases = CountingLeases(store, "w:1:test")
+                settings = CrawlSettings(
+                    seeds=tuple(seeds),
+                    scope=scope_of(site),
+                    delay=delay,
+                    allow_private=True,
+                    concurrency=8,
+                    host_connections=4,
+                )
+                engine = CrawlEngine(
+                    settings,
+                    source="web",
+                    run=1,
+                    store=store,
+                    warc_dir=tmp_path / "warc",
+                    clock=SystemClock(),
+                    leases=leases,
+                )
+                summary = await engine.run()
+                held = await store.run(lambda tx: tx.all("held_host_leases", now=time.time()))
+                return summary.pages + summary.errors + summary.redirects, leases.takes, held
+            finally:
+                await store.close()
+
+        finished, takes, held = asyncio.run(crawl())
+    assert finished == len(expected)
+    assert held == []  # every host handed back
+    fetches = len(site.hits)  # pages, robots.txt and the flaky page's retry
+    if sticky:
+        assert takes <= 2 * 3, (takes, fetches)  # robots.txt, then the pages
+    else:
+        assert takes == fetches
