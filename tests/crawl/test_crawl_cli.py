@@ -71,11 +71,18 @@ def test_crawl_command_json_summary(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shards", ["1", "3"])
+@pytest.mark.parametrize(
+    ("shards", "stop"),
+    [("1", signal.SIGKILL), ("3", signal.SIGKILL), ("3", signal.SIGINT)],
+    ids=["kill", "kill-shards", "ctrl-c-shards"],
+)
 def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest, shards: str
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, shards: str, stop: int
 ) -> None:
+    """Killed, or stopped with Ctrl-C (SIGINT: the shards commit what they did and
+    stop), then run again: every page stored once, none fetched again once stored."""
     home = make_home(backend, tmp_path, request)
+    home.env["THRESHER_GRACE_SECONDS"] = "0"  # no time to finish: the shards are stopped
     with SiteServer(hosts=3) as site:
         seeds = build_site(site, pages_per_host=120)
         site.latency = 0.02  # about 2.5 s in all: the kill lands mid-crawl
@@ -108,8 +115,11 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
             committed = int(rows[0]["pages"]) if rows else 0
         children = descendants(proc.pid)
         assert len(children) >= (3 if shards == "3" else 0)  # a process per shard
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        os.kill(proc.pid, stop)
+        out, err = proc.communicate(timeout=60)
+        if stop == signal.SIGINT:
+            assert proc.returncode == 0, err
+            assert json.loads(out)["status"] == "interrupted"
         # The shards' processes die with the command: none goes on writing WARC files.
         while (alive := [c for c in children if Path(f"/proc/{c}").exists()]) and (
             time.monotonic() < deadline
