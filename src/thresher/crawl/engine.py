@@ -11,11 +11,7 @@ left it, never fetching a committed page again and never writing a page twice.
 With `leases` (workers sharing a PostgreSQL store) each fetch also takes its host's turn
 in the store (`thresher.fetch.leases`): a host another worker is fetching, or fetched
 less than a delay ago, goes back to the workbench until then, and a fetch leaves the
-host's next allowed time behind for every other worker. Without a delay between fetches
-(`--delay 0`) a host taken stays held across fetches, for up to `STICKY_SECONDS` while
-it has URLs queued: two store transactions per fetch would otherwise cost more than the
-fetch (a 20-host crawl ran five times slower on PostgreSQL than on SQLite), and a host's
-own concurrent fetches (`--host-connections`) would wait for each other's holds.
+host's next allowed time behind for every other worker (`turns`).
 
 With a `shard` the engine crawls one shard of a run: only the hosts it owns, sending the
 links it finds to other hosts' owners through the store (see `ledger`). A link to a host
@@ -37,12 +33,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..clock import Clock
 from ..errors import Deferred, PermanentError
 from ..fetch import Fetcher, FetchError, FetchSettings, Response
-from ..fetch.leases import HELD_POLL, HOLD_MARGIN, HostLeases
+from ..fetch.leases import HostLeases
 from ..fetch.polite import fetch_robots
 from ..frontier import (
     Fetch,
@@ -63,6 +58,7 @@ from ..store.warc import WarcPosition
 from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState, Unowned
 from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
 from .settings import CrawlSettings
+from .turns import HostTurns
 
 __all__ = ["CrawlEngine", "CrawlSummary"]
 
@@ -76,16 +72,6 @@ SHARD_POLL_SECONDS = 0.2
 SHARD_HOLD_SECONDS = 2.0
 # How long links to hosts without an owner may wait for a commit to give them one.
 OWNERS_SECONDS = 0.1
-# Longest a host is held across fetches (crawls without delays, see the docstring).
-STICKY_SECONDS = 5.0
-
-
-@dataclass
-class _Hold:
-    """A host this engine holds in the shared store, and its fetches under the hold."""
-
-    since: float
-    in_flight: int = 0
 
 
 @dataclass(frozen=True)
@@ -172,9 +158,18 @@ class CrawlEngine:
         self.workbench = Workbench(settings.politeness())
         # Workers sharing a PostgreSQL store take turns on hosts through it: a fetch
         # holds its host there, and leaves the host's next allowed time behind.
-        self.leases = leases
-        self._holds: dict[str, _Hold] = {}
-        self._sticky = settings.delay == 0  # and so no delay per address either
+        self.turns = (
+            None
+            if leases is None
+            else HostTurns(
+                leases,
+                self.workbench,
+                self._resolve,
+                clock,
+                fetch_seconds=self.fetch_settings.total_timeout,
+                sticky=settings.delay == 0,  # and so no delay per address either
+            )
+        )
         self.robots = RobotsCache(settings.user_agent)
         self.sieve = Sieve()
         self.batch = Batch()
@@ -227,7 +222,8 @@ class CrawlEngine:
                 self.fetcher = fetcher
                 self._discover_pending(loaded)
                 await self._crawl()
-                await self._release_holds(every=True)
+                if self.turns is not None:
+                    await self.turns.release(every=True)
         except BaseException as exc:
             # Interrupted (a signal, a lost lease, a store error): keep what is done. A
             # deferred shard had nothing in hand, and says so again.
@@ -311,8 +307,8 @@ class CrawlEngine:
             self._idle_since = None
             if self._due_commit(now):
                 await self._commit()
-                if self._holds:
-                    await self._release_holds()
+                if self.turns is not None and self.turns.holding:
+                    await self.turns.release()
             wait = 1.0
             if isinstance(decision, float) and math.isfinite(decision):
                 wait = min(wait, max(0.0, decision - now))
@@ -334,8 +330,8 @@ class CrawlEngine:
         whether the run is over. Waits a poll interval if nothing came."""
         if self._idle_since is None:
             self._idle_since = now
-        if self._holds:
-            await self._release_holds()
+        if self.turns is not None and self.turns.holding:
+            await self.turns.release()
         state = await self._commit(idle=True)
         assert state is not None
         if state.done:
@@ -468,14 +464,14 @@ class CrawlEngine:
     async def _fetch_robots(self, site: str, url: str) -> None:
         assert self.fetcher is not None
         host = host_of(url)
-        if self.leases is not None:
-            while (until := await self._take_turn(host, url)) is not None:
+        if self.turns is not None:
+            while (until := await self.turns.take(host, url)) is not None:
                 await self.clock.sleep(max(0.0, until - self.clock.now()))
         try:
             answer = await fetch_robots(self.fetcher.get, url)
         except PermanentError as exc:  # refused address, bad URL: no retry helps
-            if self.leases is not None:
-                await self._give_turn(host)
+            if self.turns is not None:
+                await self.turns.give(host)
             log.warning("%s: not crawled: %s", site, exc)
             self._refused[site] = str(exc)
             self._robots_inflight.discard(site)
@@ -497,85 +493,22 @@ class CrawlEngine:
             self.workbench.set_crawl_delay(name, delay)
         # robots.txt was a request to the host like any other: the first page waits.
         self.workbench.on_side_fetch(host, now)
-        if self.leases is not None:
-            await self._give_turn(host)
+        if self.turns is not None:
+            await self.turns.give(host)
         self._robots_inflight.discard(site)
         for u, h, depth in waiting:
             self._admit(u, h, depth, now)
 
     # -- one fetch ------------------------------------------------------------------------
 
-    async def _take_turn(self, host: str, url: str) -> float | None:
-        """Hold `host` in the shared store for one fetch: None, or when to ask again."""
-        assert self.leases is not None and self.fetcher is not None
-        hold = self._holds.get(host)
-        now = self.clock.now()
-        if hold is not None:
-            if now - hold.since < STICKY_SECONDS:
-                hold.in_flight += 1
-                return None
-            return now + HELD_POLL  # ours, to be handed back once its fetches end
-        policy = self.workbench.policy
-        _, ip, _ = self.workbench.turns(host)
-        if ip is None and policy.ip_delay > 0:
-            try:
-                ip = (await self.fetcher.resolve(urlsplit(url).hostname or ""))[0]
-            except FetchError:
-                pass  # the fetch itself fails with the reason
-            else:
-                self.workbench.on_resolved(host, ip)
-        now = self.clock.now()
-        until = now + self.fetch_settings.total_timeout + HOLD_MARGIN
-        if self._sticky:
-            until += STICKY_SECONDS
-        answer = await self.leases.take(host, ip, now, until, policy.ip_delay)
-        if answer is None:
-            self._holds.setdefault(host, _Hold(since=now)).in_flight += 1
-        return answer
-
-    async def _give_turn(self, host: str) -> None:
-        hold = self._holds.get(host)
-        if hold is not None:
-            hold.in_flight -= 1
-            if hold.in_flight > 0 or self._keep(host, hold, self.clock.now()):
-                return
-        await self._hand_back(host)
-
-    def _keep(self, host: str, hold: _Hold, now: float) -> bool:
-        """Whether to go on holding `host` with no fetch of it in flight."""
-        state = self.workbench.host(host)
-        return (
-            self._sticky
-            and now - hold.since < STICKY_SECONDS
-            and state is not None
-            and bool(state.queue)
-        )
-
-    async def _release_holds(self, *, every: bool = False) -> None:
-        """Hand back the hosts held with no fetch in flight that are not worth keeping
-        (with `every`, all of them: the engine stops)."""
-        now = self.clock.now()
-        idle = [
-            host
-            for host, hold in self._holds.items()
-            if every or (hold.in_flight == 0 and not self._keep(host, hold, now))
-        ]
-        for host in idle:
-            await self._hand_back(host)
-
-    async def _hand_back(self, host: str) -> None:
-        assert self.leases is not None
-        self._holds.pop(host, None)
-        next_at, ip, ip_next_at = self.workbench.turns(host)
-        try:
-            await self.leases.give(host, next_at, ip, ip_next_at)
-        except Exception as exc:  # the hold runs out by itself; the fetch stands
-            log.warning("could not give back %s: %s", host, exc)
+    async def _resolve(self, name: str) -> list[str]:
+        assert self.fetcher is not None
+        return await self.fetcher.resolve(name)
 
     async def _fetch(self, fetch: Fetch) -> None:
         assert self.fetcher is not None
-        if self.leases is not None:
-            until = await self._take_turn(fetch.host, fetch.url)
+        if self.turns is not None:
+            until = await self.turns.take(fetch.host, fetch.url)
             if until is not None:  # another worker's turn
                 self._started -= 1
                 self.workbench.on_held(fetch, until)
@@ -583,8 +516,8 @@ class CrawlEngine:
         try:
             await self._fetch_held(fetch)
         finally:
-            if self.leases is not None:
-                await self._give_turn(fetch.host)
+            if self.turns is not None:
+                await self.turns.give(fetch.host)
 
     async def _fetch_held(self, fetch: Fetch) -> None:
         assert self.fetcher is not None
@@ -742,9 +675,9 @@ class CrawlEngine:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if self._holds:
+        if self.turns is not None and self.turns.holding:
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._release_holds(every=True))
+                await asyncio.shield(self.turns.release(every=True))
         # Exchanges being archived finish and are recorded, so the last commit below
         # covers exactly what the WARC files hold up to its position.
         await asyncio.gather(*self._archiving, return_exceptions=True)
