@@ -62,6 +62,8 @@ class SiteServer:
         self.robots: dict[str, str] = {}  # ip -> robots.txt body (absent: 404)
         self.hits: deque[Hit] = deque()
         self.latency = 0.0  # seconds each page answer waits (a slower server)
+        self.in_flight = 0
+        self.most_in_flight = 0  # requests answered at once, at most
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runners: list[web.AppRunner] = []
@@ -118,7 +120,12 @@ class SiteServer:
         url = f"http://{request.host}{request.path_qs}"
         headers = {k.lower(): v for k, v in request.headers.items()}
         page = self.pages.get(url)
-        status = await self._answer(request, url, via)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            status = await self._answer(request, url, via)
+        finally:
+            self.in_flight -= 1
         if page is None or not (page.hang or page.reset):
             self.hits.append(Hit(url, status.status, headers, time.monotonic(), via))
         return status

@@ -228,6 +228,19 @@ def test_a_sharded_crawl_keeps_to_max_pages_in_all(
     assert c.run["queued"] > 0 and c.result["queued"] == c.run["queued"]
 
 
+def test_a_sharded_crawl_keeps_to_its_concurrency_in_all(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    seeds = build_site(site, pages_per_host=15)
+    site.latency = 0.02
+    c = crawl(
+        make_config(store_url, tmp_path), seeds, concurrency="3", shards="3", host_connections="4"
+    )
+    assert c.report.outcome == "ok"
+    assert set(site.hit_counts()) == site.reachable(seeds)
+    assert site.most_in_flight <= 3  # one each, not three each
+
+
 def test_more_shards_than_worker_slots_take_turns(
     site: SiteServer, store_url: str, tmp_path: Path
 ) -> None:

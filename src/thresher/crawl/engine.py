@@ -144,15 +144,19 @@ class CrawlEngine:
         self.clock = clock
         self.shard = shard
         self.ledger = CrawlLedger(source, run, job=job, owner=owner, shard=shard)
+        # A run's limits are the run's: each shard has its share of them.
         self.max_pages = settings.max_pages
-        if shard is not None and self.max_pages is not None:
-            self.max_pages = shard.share(self.max_pages)
+        self.concurrency = settings.concurrency
+        if shard is not None:
+            if self.max_pages is not None:
+                self.max_pages = shard.share(self.max_pages)
+            self.concurrency = max(1, shard.share(self.concurrency))
         self.fetch_settings = fetch_settings or FetchSettings(
             user_agent=settings.user_agent,
             allow_private=settings.allow_private,
             total_timeout=settings.timeout,
             max_body=settings.max_body,
-            limit=settings.concurrency * 2,
+            limit=self.concurrency * 2,
         )
         self.scope: Scope = settings.make_scope()
         self.workbench = Workbench(settings.politeness())
@@ -282,7 +286,7 @@ class CrawlEngine:
         loaded.digests.clear()
 
     async def _crawl(self) -> None:
-        limit = self.settings.concurrency
+        limit = self.concurrency
         while True:
             # Cleared before looking, not before waiting: a task that ends while this
             # loop awaits a commit must still wake the wait below.
