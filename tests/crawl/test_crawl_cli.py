@@ -16,6 +16,7 @@ from fleet import crawled, scope_of, stop_workers
 
 from cli_proc import Home
 from conftest import new_pg_database
+from thresher.cli.crawl import _line
 
 
 def descendants(pid: int) -> list[int]:
@@ -178,3 +179,10 @@ def test_crawl_detach_queues_the_crawl_for_workers(
         expected = site.reachable(seeds)
     assert set(crawled(home.path, "*")) == expected | {f"{site.base(i)}/robots.txt" for i in (0, 1)}
     assert max(crawled(home.path, "*").values()) == 1
+
+
+def test_the_progress_rate_counts_this_commands_pages_only() -> None:
+    """A resumed crawl's line: 120 pages in all, 20 of them in the last 10 s."""
+    row = {"pages": 120, "bytes": 0, "queued": 5, "hosts": 2, "errors": 0}
+    line = _line(row, time.time() - 10, before=100)
+    assert line.startswith("pages 120 (2/s)"), line

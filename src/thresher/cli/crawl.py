@@ -56,12 +56,14 @@ def crawl_name(seeds: tuple[str, ...], scope: str) -> str:
     return f"crawl-{host}-{digest}"[:128]
 
 
-def _line(row: Row | None, started: float) -> str:
+def _line(row: Row | None, started: float, before: int) -> str:
+    """The progress line; the rate counts the pages of this command, not those of the
+    session that was interrupted before it (`before`)."""
     if row is None:
         return "starting"
     elapsed = max(1e-6, time.time() - started)
     return (
-        f"pages {row['pages']} ({row['pages'] / elapsed:.0f}/s), "
+        f"pages {row['pages']} ({(row['pages'] - before) / elapsed:.0f}/s), "
         f"{row['bytes'] / 2**20:.1f} MiB, queue {row['queued']}, hosts {row['hosts']}, "
         f"errors {row['errors']}"
     )
@@ -78,9 +80,13 @@ def _crawl_progress(source: str) -> Any:
             return await store.run(lambda tx: tx.one("latest_crawl_run", source=source), False)
 
         async def poll(show: Any, every: float) -> None:
+            before: int | None = None
             while True:
                 with contextlib.suppress(Exception):  # a busy store only delays the display
-                    show(_line(await latest(), started))
+                    row = await latest()
+                    if before is None:
+                        before = int(row["pages"]) if row is not None else 0
+                    show(_line(row, started, before))
                 await asyncio.sleep(every)
 
         if console is not None:
