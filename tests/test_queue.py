@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from helpers import MAX, add_job, new_run, states
@@ -418,3 +420,28 @@ def test_claims_take_the_job_due_longest_first(store: Store) -> None:
         queue.retry(tx, a, "w", "503", now=1, delay=99)  # due again at 100
     order = [claim(store, "w", run, now=200) for _ in range(3)]
     assert [j.key.rsplit(":", 1)[1] for j in order if j] == ["b", "c", "a"]
+
+
+def test_an_idle_poll_waits_for_the_job_claims_take_first(store: Store) -> None:
+    """`open_jobs` says when the first job in claim order is due: a probe of the claim
+    index, not a read of every pending job (a lower-priority job due sooner is claimed
+    at the next poll)."""
+    run, other = new_run(store, "a"), new_run(store, "b")
+    with store.transaction() as tx:
+        add_job(tx, run, "soon", now=20)
+        queue.enqueue(
+            tx,
+            JobSpec("k", "urgent", priority=1),
+            key=f"run{run}:urgent",
+            now=50,
+            default_max_attempts=MAX,
+            source_run_id=run,
+        )
+        add_job(tx, other, "b", now=30)
+    with store.transaction(write=False) as tx:
+        one = tx.one("open_jobs", runs=json.dumps([run]))
+        both = tx.one("open_jobs", runs=json.dumps([run, other]))
+        none = tx.one("open_jobs", runs=json.dumps([]))
+    assert one is not None and one["n"] and one["next_due"] == 50
+    assert both is not None and both["next_due"] == 30
+    assert none is not None and not none["n"] and none["next_due"] is None

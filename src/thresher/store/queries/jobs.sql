@@ -115,12 +115,16 @@ SELECT state, count(*) AS n FROM jobs GROUP BY state
 
 -- name: open_jobs
 -- n: whether any job is unfinished (EXISTS stops at the first; a count read them all).
+-- next_due: when the job each run's claims take first is due (the first entry of its
+-- claim index), not the least not_before of all: that read every pending job, 29 ms
+-- per idle poll with 200 000 jobs backing off, for a wait a poll bounds anyway.
 SELECT EXISTS (SELECT 1 FROM jobs
                WHERE source_run_id IN (SELECT value FROM json_each(:runs))
                  AND state IN ('pending', 'waiting', 'leased')) AS n,
-       (SELECT min(not_before) FROM jobs
-        WHERE source_run_id IN (SELECT value FROM json_each(:runs))
-          AND state = 'pending') AS next_due
+       (SELECT min((SELECT j.not_before FROM jobs j
+                    WHERE j.source_run_id = r.value AND j.state = 'pending'
+                    ORDER BY j.priority DESC, j.not_before LIMIT 1))
+        FROM json_each(:runs) AS r) AS next_due
 
 -- name: runs_progress
 SELECT count(*) AS total,
