@@ -73,15 +73,26 @@ def test_crawl_command_json_summary(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("shards", "stop"),
-    [("1", signal.SIGKILL), ("3", signal.SIGKILL), ("3", signal.SIGINT)],
-    ids=["kill", "kill-shards", "ctrl-c-shards"],
+    ("shards", "stop", "again"),
+    [
+        ("1", signal.SIGKILL, "1"),
+        ("3", signal.SIGKILL, "3"),
+        ("3", signal.SIGINT, "3"),
+        ("1", signal.SIGKILL, "3"),
+    ],
+    ids=["kill", "kill-shards", "ctrl-c-shards", "kill-then-shards"],
 )
 def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest, shards: str, stop: int
+    backend: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+    shards: str,
+    stop: int,
+    again: str,
 ) -> None:
     """Killed, or stopped with Ctrl-C (SIGINT: the shards commit what they did and
-    stop), then run again: every page stored once, none fetched again once stored."""
+    stop), then run again: every page stored once, none fetched again once stored. A
+    run begun in one job ends in one job, even if run again with --shards."""
     home = make_home(backend, tmp_path, request)
     home.env["THRESHER_GRACE_SECONDS"] = "0"  # no time to finish: the shards are stopped
     with SiteServer(hosts=3) as site:
@@ -132,13 +143,13 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
         }
         assert 60 <= len(done_before) < len(expected)
 
-        again = home.run(*args)
-        summary = json.loads(again.stdout)
+        rerun = home.run(*args[:-1], again)
+        summary = json.loads(rerun.stdout)
         hits = site.hit_counts()
 
     assert summary["status"] == "ok"
     assert summary["queued"] == 0
-    assert "will be retried" not in again.stderr  # e.g. shards' commits deadlocked
+    assert "will be retried" not in rerun.stderr  # e.g. shards' commits deadlocked
     runs = home.query("SELECT id, outcome FROM source_runs")
     assert [r["outcome"] for r in runs] == ["ok"]  # the same run, resumed
     assert set(hits) == expected
@@ -151,8 +162,8 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
     states = home.query("SELECT state, count(*) AS n FROM crawl_urls GROUP BY state")
     assert "queued" not in {r["state"] for r in states}
     assert summary["pages"] + summary["errors"] + summary["redirects"] == len(expected)
+    assert summary["shards"] == int(shards)
     if shards == "3":
-        assert summary["shards"] == 3
         assert not home.query("SELECT * FROM crawl_inbox")
         assert len({name.split("-")[4] for name in summary["warc_files"]}) == 3
 

@@ -10,6 +10,7 @@ HOME/warc/SOURCE/.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -27,6 +28,8 @@ from .directory import get_source
 from .types import Option, SourceType, register_type
 
 __all__ = ["WEB", "warc_dir"]
+
+log = logging.getLogger("thresher.crawl")
 
 _DEFAULTS = CrawlSettings(seeds=("http://example.invalid/",))
 
@@ -121,6 +124,14 @@ def _engine(ctx: JobContext, settings: CrawlSettings) -> CrawlEngine:
 @register("web.crawl")
 async def _crawl(ctx: JobContext) -> Outcome:
     settings = await _settings(ctx)
+    run = ctx.job.source_run_id
+    started = await ctx.store.run(lambda tx: tx.one("get_crawl_run", run=run), False)
+    if settings.shards > 1 and started is not None:
+        # This job crawled unsharded before it was interrupted: its WARC file and
+        # counts are the run's, and only an unsharded resume repairs and continues them.
+        name = ctx.job.source
+        log.info("%s: run %s resumes in one job; shards apply from the next run", name, run)
+        settings = dataclasses.replace(settings, shards=1)
     if settings.shards > 1:
         # The run's shard count is fixed here, in its jobs: hosts keep their owner
         # however the option changes before the run is resumed.
