@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from thresher.crawl.ledger import Batch, CrawlLedger, Shard, ShardState, Unowned
-from thresher.frontier import url_hash
+from thresher.frontier import host_of, url_hash
 from thresher.store import Store, open_store
 
 SOURCE = "web"
@@ -24,10 +24,6 @@ RUN = 1
 
 def url(host: int, page: int) -> str:
     return f"http://h{host}.example/{page}"
-
-
-def host_of(u: str) -> str:
-    return u.split("/")[2]
 
 
 @given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=64))

@@ -246,9 +246,10 @@ class CrawlLedger:
 
     def send(self, batch: Batch, shard: int, url: str, h: int, depth: int) -> None:
         """Hand a URL of another shard's host to that shard (after `insert`)."""
-        batch.sends.append(
-            {"run": self.run, "shard": shard, "hash": to_signed(h), "url": url, "depth": depth}
-        )
+        batch.sends.append(self._inbox_row(shard, url, h, depth))
+
+    def _inbox_row(self, shard: int, url: str, h: int, depth: int) -> dict[str, Any]:
+        return {"run": self.run, "shard": shard, "hash": to_signed(h), "url": url, "depth": depth}
 
     def finish(
         self,
@@ -332,16 +333,10 @@ class CrawlLedger:
         tx.execute_many(
             "send_crawl_url",
             [
-                {
-                    "run": self.run,
-                    "shard": owners[host],
-                    "hash": to_signed(h),
-                    "url": url,
-                    "depth": d,
-                }
+                self._inbox_row(owners[host], url, h, depth)
                 for host, urls in (unowned or {}).items()
                 if owners[host] != shard.index
-                for url, h, d in urls
+                for url, h, depth in urls
             ],
         )
         received = [

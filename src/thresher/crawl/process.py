@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..clock import SystemClock
+from ..clock import Clock, SystemClock
 from ..errors import PermanentError, TransientError
 from ..fetch.leases import HostLeases
 from ..jobs.retry import is_transient
@@ -62,6 +62,21 @@ class ChildCrawl:
     shared_leases: bool
     lease_seconds: float
     log_level: int
+
+    def engine(self, store: AsyncStore, clock: Clock, leases: HostLeases | None) -> CrawlEngine:
+        """The engine this describes, on `store` (in this process or a child's)."""
+        return CrawlEngine(
+            self.settings,
+            source=self.source,
+            run=self.run,
+            store=store,
+            warc_dir=self.warc_dir,
+            clock=clock,
+            job=self.job,
+            owner=self.owner,
+            leases=leases,
+            shard=self.shard,
+        )
 
 
 async def crawl_in_child(spec: ChildCrawl) -> CrawlSummary:
@@ -138,19 +153,7 @@ async def _crawl(spec: ChildCrawl) -> CrawlSummary:
         if spec.shared_leases
         else None
     )
-    engine = CrawlEngine(
-        spec.settings,
-        source=spec.source,
-        run=spec.run,
-        store=store,
-        warc_dir=spec.warc_dir,
-        clock=SystemClock(),
-        job=spec.job,
-        owner=spec.owner,
-        leases=leases,
-        shard=spec.shard,
-    )
-    task = asyncio.ensure_future(engine.run())
+    task = asyncio.ensure_future(spec.engine(store, SystemClock(), leases).run())
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         return await task

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..crawl import CrawlEngine, CrawlSettings, CrawlSummary
+from ..crawl import CrawlSettings, CrawlSummary
 from ..crawl.ledger import Shard
 from ..crawl.process import ChildCrawl, crawl_in_child
 from ..errors import Deferred, PermanentError, SourceError
@@ -105,19 +105,21 @@ async def _settings(ctx: JobContext) -> CrawlSettings:
     return CrawlSettings.from_source(source.url, options)
 
 
-def _engine(ctx: JobContext, settings: CrawlSettings) -> CrawlEngine:
+def _spec(ctx: JobContext, settings: CrawlSettings, shard: Shard | None) -> ChildCrawl:
     name = ctx.job.source or ""
     assert ctx.job.source_run_id is not None
-    return CrawlEngine(
-        settings,
+    return ChildCrawl(
+        settings=settings,
         source=name,
         run=ctx.job.source_run_id,
-        store=ctx.store,
+        store_url=ctx.config.store_url,
         warc_dir=warc_dir(ctx.config.home, name),
-        clock=ctx.clock,
         job=ctx.job.id,
         owner=ctx.owner,
-        leases=ctx.leases,
+        shard=shard,
+        shared_leases=ctx.leases is not None,
+        lease_seconds=ctx.config.lease_seconds,
+        log_level=logging.getLogger("thresher").getEffectiveLevel(),
     )
 
 
@@ -140,7 +142,7 @@ async def _crawl(ctx: JobContext) -> Outcome:
             JobSpec("web.shard", f"shard{i}", {"shard": i, "shards": n}) for i in range(n)
         )
         return Outcome(children=shards, commit=JobSpec("web.summary", "summary"))
-    summary = await _engine(ctx, settings).run()
+    summary = await _spec(ctx, settings, None).engine(ctx.store, ctx.clock, ctx.leases).run()
     return Outcome(result=summary.as_dict())
 
 
@@ -149,22 +151,7 @@ async def _shard(ctx: JobContext) -> Outcome:
     """One shard, in a child process of its own: shards are there to use more cores."""
     shard = Shard(int(ctx.job.payload["shard"]), int(ctx.job.payload["shards"]))
     await _take_share(ctx, shard)
-    name = ctx.job.source or ""
-    assert ctx.job.source_run_id is not None
-    spec = ChildCrawl(
-        settings=await _settings(ctx),
-        source=name,
-        run=ctx.job.source_run_id,
-        store_url=ctx.config.store_url,
-        warc_dir=warc_dir(ctx.config.home, name),
-        job=ctx.job.id,
-        owner=ctx.owner,
-        shard=shard,
-        shared_leases=ctx.leases is not None,
-        lease_seconds=ctx.config.lease_seconds,
-        log_level=logging.getLogger("thresher").getEffectiveLevel(),
-    )
-    summary = await crawl_in_child(spec)
+    summary = await crawl_in_child(_spec(ctx, await _settings(ctx), shard))
     return Outcome(result=summary.as_dict())
 
 
