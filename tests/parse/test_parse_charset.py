@@ -14,6 +14,7 @@ from thresher.parse import (
     encoding_from_document,
     lookup_label,
 )
+from thresher.parse.charset import utf8_encoding
 
 CAFE_1252 = "café".encode("cp1252")
 CAFE_UTF8 = "café".encode()
@@ -210,3 +211,34 @@ def test_decode_text_never_raises_for_any_declaration(body: bytes, header: str, 
     text, encoding = decode_text(document, f"text/html; charset={header}")
     assert isinstance(text, str)
     assert codecs.lookup(encoding).name == encoding
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "codec"),
+    [
+        (b"<p>plain", None, "utf-8"),
+        (b"<p>plain", "text/html; charset=iso-8859-1", "cp1252"),
+        (b'<meta charset="koi8-r"><p>plain', None, "koi8-r"),
+        (b"<p>plain", "text/html; charset=utf-16le", None),  # ASCII means other text there
+        (b"<p>\x1b$B$3\x1b(B", "text/html; charset=iso-2022-jp", None),
+        (CAFE_UTF8, "text/html; charset=utf-8", "utf-8"),
+        (CAFE_UTF8, None, "utf-8"),
+        (CAFE_UTF8, "text/html; charset=windows-1252", None),
+        (CAFE_1252, None, None),  # invalid UTF-8: read as windows-1252
+        (CAFE_1252, "text/html; charset=utf-8", None),  # invalid: replacement characters
+        (codecs.BOM_UTF8 + b"<p>plain", None, None),  # the text leaves the BOM out
+    ],
+)
+def test_utf8_encoding_says_when_the_bytes_are_the_text(
+    body: bytes, content_type: str | None, codec: str | None
+) -> None:
+    assert utf8_encoding(body, content_type) == codec
+
+
+@given(
+    st.binary(max_size=512), st.one_of(st.none(), LABELS.map(lambda x: f"text/html; charset={x}"))
+)
+def test_utf8_encoding_agrees_with_decode_text(body: bytes, content_type: str | None) -> None:
+    codec = utf8_encoding(body, content_type)
+    if codec is not None:
+        assert decode_text(body, content_type) == (body.decode("utf-8"), codec)

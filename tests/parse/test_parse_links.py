@@ -529,6 +529,24 @@ def test_flattened_tag_soup_gives_web_links(html: str) -> None:
         assert_web_link(link)
 
 
+@settings(deadline=None, max_examples=300)
+@given(
+    TAG_SOUP,
+    st.sampled_from(["utf-8", "windows-1252", "koi8-r", "utf-16le"]),
+    st.sampled_from(["?q=é", "é/", "x", "?q=Ã©"]),  # the last in windows-1252: UTF-8 "é"
+)
+def test_bytes_given_to_lexbor_as_they_are_read_as_decoded(
+    html: str, charset: str, tail: str
+) -> None:
+    """A UTF-8 (or ASCII) page goes to Lexbor undecoded: the same page as decoding gives."""
+    body = (html + f'<a href="{tail}">').encode(charset, "replace")
+    content_type = f"text/html; charset={charset}"
+    page = extract_links(body, URL, content_type)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(links_module, "utf8_encoding", lambda body, content_type: None)
+        assert extract_links(body, URL, content_type) == page
+
+
 HREF_CHARS = st.sampled_from(
     [*"abc/.?#=&%:;@[]\\ \t\n\"'<>", "..", "//", "%2e", "http:", "https://", "é", "\x00"]
 )

@@ -4,6 +4,7 @@ followed by a resume from the last committed position stores every URL exactly o
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import importlib
@@ -11,9 +12,11 @@ import io
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
+import uuid
 import zlib
 from collections import Counter
 from dataclasses import replace
@@ -571,6 +574,8 @@ def test_invalid_input_is_refused_before_anything_is_written(tmp_path: Path) -> 
             write(writer, ex, url="http://example.com/\r\nWARC-Type: forged")
         with pytest.raises(ValueError, match="line break"):
             write(writer, ex, outlinks=["http://a/\nb"])
+        with pytest.raises(ValueError, match=re.escape(r"line break: 'http://b/\r'")):
+            write(writer, ex, outlinks=["http://a/", "http://b/\r", "http://c/"])
         with pytest.raises(ValueError, match="blank line"):
             write(writer, ex, response_head=b"HTTP/1.1 200 OK\r\n")
         with pytest.raises(ValueError, match="port"):
@@ -594,7 +599,24 @@ def test_http_head_and_payload_digest() -> None:
     assert kept == b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
     # The SHA-1 of nothing, in the base32 every WARC tool writes.
     assert payload_digest(b"") == "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
-    assert (
-        payload_digest(b"abc")
-        == "sha1:" + __import__("base64").b32encode(hashlib.sha1(b"abc").digest()).decode()
-    )
+    # The hand-made base32 agrees with the standard library's on any data.
+    rng = random.Random(7)
+    for size in (0, 1, 3, 20, 1000, 70_000):
+        data = rng.randbytes(size)
+        expected = base64.b32encode(hashlib.sha1(data).digest()).decode()
+        assert payload_digest(data) == "sha1:" + expected
+
+
+def test_record_ids_are_distinct_random_uuids(tmp_path: Path) -> None:
+    with WarcWriter(tmp_path) as writer:
+        for i in range(50):
+            write(writer, make_exchange(i))
+        name = writer.files[0]
+    with open(tmp_path / name, "rb") as f:
+        ids = [r.rec_headers.get_header("WARC-Record-ID") for r in ArchiveIterator(f)]
+    assert len(ids) == len(set(ids)) > 100
+    for record_id in ids:
+        assert record_id.startswith("<urn:uuid:") and record_id.endswith(">")
+        parsed = uuid.UUID(record_id[len("<urn:uuid:") : -1])
+        assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
+        assert str(parsed) == record_id[len("<urn:uuid:") : -1]

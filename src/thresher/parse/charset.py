@@ -33,7 +33,13 @@ from __future__ import annotations
 import codecs
 import re
 
-__all__ = ["decode_text", "encoding_from_content_type", "encoding_from_document", "lookup_label"]
+__all__ = [
+    "decode_text",
+    "encoding_from_content_type",
+    "encoding_from_document",
+    "lookup_label",
+    "utf8_encoding",
+]
 
 # Python codec name -> WHATWG labels (Encoding Standard, encodings.json).
 _WHATWG_LABELS: dict[str, tuple[str, ...]] = {
@@ -378,19 +384,53 @@ def _errors_for(codec: str) -> str:
     return "thresher.c1" if codec == "cp1252" else "replace"
 
 
+def _declared(body: bytes, content_type: str | None) -> tuple[str, int] | None:
+    """(codec, length of the byte order mark) by rules 1-3, or None."""
+    bom = _bom(body)
+    if bom is not None:
+        return bom
+    codec = encoding_from_content_type(content_type) or encoding_from_document(body)
+    return None if codec is None else (codec, 0)
+
+
 def decode_text(body: bytes, content_type: str | None = None) -> tuple[str, str]:
     """(text, Python codec name) of an HTML body; the order is in the module docstring.
 
     The text never starts with a byte order mark. Never raises.
     """
-    bom = _bom(body)
-    if bom is not None:
-        codec, skip = bom
-        return body[skip:].decode(codec, "replace"), codec
-    codec_or_none = encoding_from_content_type(content_type) or encoding_from_document(body)
-    if codec_or_none is not None:
-        return body.decode(codec_or_none, _errors_for(codec_or_none)), codec_or_none
+    declared = _declared(body, content_type)
+    if declared is not None:
+        codec, skip = declared
+        return body[skip:].decode(codec, "replace" if skip else _errors_for(codec)), codec
     try:
         return body.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         return body.decode("cp1252", "thresher.c1"), "cp1252"
+
+
+# Web encodings in which ASCII bytes do not simply stand for themselves.
+_NOT_ASCII_COMPATIBLE = frozenset({"utf-16-le", "utf-16-be", "iso2022_jp"})
+
+
+def utf8_encoding(body: bytes, content_type: str | None = None) -> str | None:
+    """The codec `decode_text` would name, if `body` already is that text in UTF-8: ASCII
+    in any ASCII-compatible codec, or valid UTF-8 without a byte order mark when the codec
+    is UTF-8. A parser that reads UTF-8 (Lexbor) may then take the bytes as they are, and
+    skip decoding them only to encode them again. None otherwise."""
+    ascii = body.isascii()
+    declared = _declared(body, content_type)
+    if declared is None:
+        codec = "utf-8"
+    elif declared[1]:  # a byte order mark, which the text leaves out
+        return None
+    else:
+        codec = declared[0]
+    if ascii:
+        return None if codec in _NOT_ASCII_COMPATIBLE else codec
+    if codec != "utf-8":
+        return None
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None  # decode_text replaces the bad bytes; Lexbor need not do the same
+    return codec

@@ -52,7 +52,7 @@ from urllib.parse import urlsplit
 from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, SelectolaxError
 from w3lib.url import safe_url_string
 
-from thresher.parse.charset import decode_text
+from thresher.parse.charset import decode_text, utf8_encoding
 from thresher.parse.defuse import flatten_tags, thin_crowded
 
 __all__ = ["Page", "extract_links", "is_html"]
@@ -293,15 +293,23 @@ def extract_links(body: bytes, url: str, content_type: str | None = None) -> Pag
 
     `content_type` is the Content-Type header, for its charset. Never raises.
     """
-    text, encoding = decode_text(body, content_type)
+    markup: str | bytes
+    utf8_codec = utf8_encoding(body, content_type)
+    if utf8_codec is not None:
+        # Lexbor reads bytes as UTF-8, and these are: no decoding and encoding back.
+        markup, encoding = body, utf8_codec
+        if len(body) > _FLATTEN_LENGTH or body.count(b"<") > _FLATTEN_TAGS:
+            markup = _flatten(body.decode("utf-8"))
+    else:
+        markup, encoding = decode_text(body, content_type)
+        if len(markup) > _FLATTEN_LENGTH or markup.count("<") > _FLATTEN_TAGS:
+            markup = _flatten(markup)
     # A URL's query is percent-encoded in the page's encoding, except that UTF-16 pages
     # use UTF-8 (the URL standard's rule, as UTF-16 bytes would put NULs in the URL).
     query_encoding = "utf-8" if encoding.startswith("utf-16") else encoding
     page_base = _base_of(url, query_encoding)
-    if len(text) > _FLATTEN_LENGTH or text.count("<") > _FLATTEN_TAGS:
-        text = _flatten(text)
     try:
-        tree = LexborHTMLParser(text)
+        tree = LexborHTMLParser(markup)
     except (SelectolaxError, RuntimeError, ValueError):
         return Page([], url, False, encoding, None)
     root = tree.root

@@ -23,6 +23,7 @@ MIME type from the raw HTTP head with `http_status_and_mime`, so the two always 
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import os
@@ -126,6 +127,7 @@ def _ip_host(host: bytes) -> bytes | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)  # a crawl's records come from few hosts
 def _canonical_host(host: bytes) -> bytes:
     host = _unescape(host)
     if not host.isascii():
