@@ -42,6 +42,7 @@ from thresher.store.warc import (
     WarcError,
     WarcPosition,
     WarcWriter,
+    _warc_date,
     http_head,
     payload_digest,
 )
@@ -620,3 +621,12 @@ def test_record_ids_are_distinct_random_uuids(tmp_path: Path) -> None:
         parsed = uuid.UUID(record_id[len("<urn:uuid:") : -1])
         assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
         assert str(parsed) == record_id[len("<urn:uuid:") : -1]
+
+
+def test_warc_dates_round_as_datetime_does() -> None:
+    rng = random.Random(3)
+    times = [rng.uniform(0, 4e9) for _ in range(20_000)]
+    times += [t + d for t in (0.0, 1796135124.0) for d in (0.4999995, 0.9999995, 0.9999996)]
+    times += [1796135124.25] * 3 + [1796135125.5, 1796135124.75, -1.5, -0.0000004]
+    for t in times:
+        assert _warc_date(t) == warc_date(t), t
