@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from thresher.errors import PermanentError, ThresherError
 from thresher.frontier import InvalidURL, canonicalize, host_of, url_hash
+from thresher.frontier import canonical as canonical_module
+from thresher.frontier.canonical import _canonicalize
 
 
 @pytest.mark.parametrize(
@@ -121,3 +123,53 @@ def test_canonicalize_is_idempotent_or_refuses_on_any_text(text: str) -> None:
             continue
         assert canonicalize(once) == once
         assert once.startswith(("http://", "https://"))
+
+
+FAST_HOST_LABELS = st.sampled_from(
+    ["a", "z9", "x-y", "-", "xn--bcher-kva", "127", "0x7f", "a" * 63]
+)
+FAST_PATH_CHARS = st.sampled_from([*"aZ09-._~!$&'()*+,;=:@/", "/.", "..", "/..", "%41", "?", "#"])
+
+
+@settings(max_examples=1000)
+@given(
+    scheme=st.sampled_from(["http", "https"]),
+    labels=st.lists(FAST_HOST_LABELS, min_size=1, max_size=4),
+    port=st.sampled_from(["", ":80", ":443", ":8080", ":65535", ":65536", ":99999", ":0", ":08"]),
+    path=st.lists(FAST_PATH_CHARS, max_size=20).map("".join),
+)
+def test_urls_taken_as_canonical_are_what_the_rules_make_them(
+    scheme: str, labels: list[str], port: str, path: str
+) -> None:
+    """The shortcut for URLs already canonical agrees with the full rules."""
+    url = f"{scheme}://{'.'.join(labels)}{port}/{path}"
+    try:
+        expected: str | None = _canonicalize(url)
+    except InvalidURL:
+        expected = None
+    try:
+        got: str | None = canonicalize(url)
+    except InvalidURL:
+        got = None
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "shortcut"),
+    [
+        ("http://127.0.0.5:46559/p/1004.html", True),
+        ("https://www.example-shop.com/a/b_c~d=f/", True),
+        ("http://example.com/a;b", False),
+        ("http://example.com:80/", False),
+        ("http://example.com/a?b", False),
+        ("http://Example.com/", False),
+        ("http://example.com/%7E", False),
+        ("http://example.com/a/../b", False),
+        ("http://example.com.", False),
+    ],
+)
+def test_which_urls_are_taken_as_canonical(
+    url: str, shortcut: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(canonical_module, "_canonicalize", lambda url: "full rules")
+    assert (canonicalize(url) == url) is shortcut

@@ -35,6 +35,7 @@ about 3 in 10 000 — acceptable for a crawler, and 8 bytes per URL instead of ~
 from __future__ import annotations
 
 import hashlib
+import re
 from urllib.parse import urlsplit, urlunsplit
 
 from w3lib.url import canonicalize_url
@@ -61,8 +62,28 @@ def _split_host(url: str, netloc: str) -> tuple[str, str, int | None]:
     return userinfo + at, host, port
 
 
+# A URL in canonical form already, as `thresher.parse.extract_links` hands over most links:
+# a host of lowercase ASCII labels, no default port, no user info, query or fragment, and a
+# path of characters w3lib keeps as they are, without escapes or dot segments. Such a URL is
+# its own canonical form (a property test compares it with the full rules), and skipping
+# w3lib for it saves about 15 µs per link: every shard canonicalises every link it finds.
+_CANONICAL_RE = re.compile(
+    r"(https?)://(?:[a-z0-9-]{1,63}\.)*[a-z0-9-]{1,63}(?::([1-9][0-9]{0,4}))?"
+    r"/[A-Za-z0-9\-_~!$&'()*+,=:@/.]*"  # not ";": w3lib splits path parameters off
+)
+
+
 def canonicalize(url: str) -> str:
     """The canonical form of an http(s) URL (rules in the module docstring)."""
+    m = _CANONICAL_RE.fullmatch(url)
+    if m is not None and "/." not in url:
+        port = m.group(2)
+        if port is None or (int(port) <= 65535 and int(port) != DEFAULT_PORTS[m.group(1)]):
+            return url
+    return _canonicalize(url)
+
+
+def _canonicalize(url: str) -> str:
     text = url.strip()
     try:
         first = urlsplit(text)
