@@ -547,6 +547,32 @@ def test_bytes_given_to_lexbor_as_they_are_read_as_decoded(
         assert extract_links(body, URL, content_type) == page
 
 
+RESOLVE_PIECES = st.sampled_from(
+    [*"aZ09-._~!$&'()*+,;=:@/%?#\\ \t[]é", "http", "https", "HTTP", "://", "//", "/.", "..",
+     "%2e", "%2E", "%20", "127.0.0.1", ":8080", "[::1]", "u@"]
+)  # fmt: skip
+BASES = st.sampled_from(
+    [URL, "https://h.example/a/b?q", "http://h.example", "http://h.example:81/%2e/x",
+     "http://h.example/a/./b/", "https://xn--bcher-kva.example/d/e.html"]
+)  # fmt: skip
+
+
+HREF_STARTS = st.sampled_from(
+    ["", "/", "http://h.example", "https://a.b:8080/", "http://127.0.0.1:99999", "http://x..y"]
+)
+
+
+@settings(deadline=None, max_examples=2000)
+@given(HREF_STARTS, st.lists(RESOLVE_PIECES, max_size=10).map("".join), BASES, st.booleans())
+def test_plain_links_resolve_as_the_general_rules_say(
+    start: str, rest: str, url: str, no_base: bool
+) -> None:
+    href = start + rest
+    base = None if no_base else links_module._base_of(url, "utf-8")
+    expected = links_module._resolve_any(href, base, "utf-8")
+    assert links_module._resolve(href, base, "utf-8") == expected
+
+
 HREF_CHARS = st.sampled_from(
     [*"abc/.?#=&%:;@[]\\ \t\n\"'<>", "..", "//", "%2e", "http:", "https://", "é", "\x00"]
 )

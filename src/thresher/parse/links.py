@@ -202,7 +202,7 @@ def _finished(url: str, encoding: str) -> str | None:
 class _Base:
     """A checked absolute base URL taken apart once, so links resolve by concatenation."""
 
-    __slots__ = ("directory", "origin", "scheme", "url", "without_query")
+    __slots__ = ("directory", "origin", "plain", "scheme", "url", "without_query")
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
@@ -212,6 +212,8 @@ class _Base:
         self.origin = f"{self.scheme}://{parts.netloc}"
         self.without_query = self.origin + path
         self.directory = path[: path.rfind("/") + 1]
+        # Paths resolve against it by concatenation only if it has no dot segment.
+        self.plain = "/." not in self.directory and "%2" not in self.directory
 
 
 def _base_of(url: str, encoding: str) -> _Base | None:
@@ -220,7 +222,39 @@ def _base_of(url: str, encoding: str) -> _Base | None:
     return None if checked is None else _Base(checked)
 
 
+# Most links are plain: an absolute http(s) URL or a path, of characters that need no
+# cleaning or quoting, without dot segments. Their resolution is a concatenation at most
+# (a property test holds it to `_resolve_any`'s), a third of the time of the general rules.
+_PLAIN_CHARS = r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%]"
+_PLAIN_ABSOLUTE_RE = re.compile(
+    rf"https?://([A-Za-z0-9\-.:]+)(/{_PLAIN_CHARS}*)?(\?{_PLAIN_CHARS}*)?"
+)
+_PLAIN_PATH_RE = re.compile(r"[A-Za-z0-9\-_~!$&'()*+,;=@/%][A-Za-z0-9\-._~!$&'()*+,;=@/%]*")
+
+
 def _resolve(raw: str, base: _Base | None, encoding: str) -> str | None:
+    """`raw` (an attribute value) resolved against `base`, or None if it is no web link."""
+    if raw.startswith("http"):
+        plain = _PLAIN_ABSOLUTE_RE.fullmatch(raw)
+        if plain is not None:
+            path = plain.group(2)
+            if (path is None or ("/." not in path and "%2" not in path)) and _netloc_ok(
+                plain.group(1)
+            ):
+                return raw
+    elif (
+        base is not None
+        and base.plain
+        and _PLAIN_PATH_RE.fullmatch(raw)
+        and "/." not in raw
+        and "%2" not in raw
+        and not raw.startswith("//")
+    ):
+        return base.origin + raw if raw[0] == "/" else base.origin + base.directory + raw
+    return _resolve_any(raw, base, encoding)
+
+
+def _resolve_any(raw: str, base: _Base | None, encoding: str) -> str | None:
     """`raw` (an attribute value) resolved against `base`, or None if it is no web link.
 
     Follows the URL standard for http(s): "http:path" is relative to an http base, and
