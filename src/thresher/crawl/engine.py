@@ -66,8 +66,11 @@ log = logging.getLogger("thresher.crawl")
 
 # Links remembered as already sent through scope and sieve (about 100 bytes each).
 RECENT_LINKS = 50_000
-# A shard with nothing in hand asks for URLs sent to it this often...
+# A shard with nothing in hand asks for URLs sent to it this often (and four times as
+# often in its first second idle: at a run's end its siblings finish about then, and the
+# run ends with the last one to notice)...
 SHARD_POLL_SECONDS = 0.2
+SHARD_QUICK_POLLS_SECONDS = 1.0
 # ...and after this long idle, gives its worker slot to a sibling shard waiting for one.
 SHARD_HOLD_SECONDS = 2.0
 # How long links to hosts without an owner may wait for a commit to give them one.
@@ -347,7 +350,8 @@ class CrawlEngine:
                     now + SHARD_POLL_SECONDS,
                     now,
                 )
-            await self.clock.sleep(SHARD_POLL_SECONDS)
+            quick = now - self._idle_since < SHARD_QUICK_POLLS_SECONDS
+            await self.clock.sleep(SHARD_POLL_SECONDS / 4 if quick else SHARD_POLL_SECONDS)
         return False
 
     def _page_limit_reached(self) -> bool:
