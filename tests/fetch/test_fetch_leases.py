@@ -16,7 +16,7 @@ from fetch_servers import serve
 from conftest import new_pg_database
 from thresher.clock import SystemClock
 from thresher.fetch import FetchSettings
-from thresher.fetch.leases import HELD_POLL, HostLeases
+from thresher.fetch.leases import HELD_POLL, WAITER_GRACE, WAITER_PATIENCE, HostLeases
 from thresher.fetch.polite import PoliteFetcher
 from thresher.frontier import Politeness
 from thresher.store import Tx
@@ -33,11 +33,13 @@ def pg_url(pg_admin_url: str) -> str:
 class Log:
     def __init__(self) -> None:
         self.starts: list[tuple[str, float]] = []  # (host header, time) of page requests
+        self.paths: list[tuple[str, float]] = []  # (path, time) of page requests
 
     async def handle(self, request: web.Request) -> web.Response:
         if request.path == "/robots.txt":
             return web.Response(status=404)
         self.starts.append((request.host.split(":")[0], time.monotonic()))
+        self.paths.append((request.path.lstrip("/"), time.monotonic()))
         await asyncio.sleep(0.02)
         return web.Response(text="page")
 
@@ -171,3 +173,92 @@ def test_a_hold_ends_when_its_worker_is_known_to_be_gone(pg_url: str) -> None:
             await store.close()
 
     asyncio.run(body())
+
+
+def test_turns_come_in_the_order_asked(store_url: str) -> None:
+    """A host that comes free goes to the first worker that asked for it and is still
+    asking, not to whichever asks first after (mostly the one that just gave it back)."""
+
+    async def body() -> None:
+        store = await AsyncStore(store_url).open()
+        try:
+            a, b, c, d = (HostLeases(store, name) for name in "abcd")
+            t = time.time()
+
+            async def take(who: HostLeases, at: float) -> bool:
+                return await who.take("h.example", None, t + at, t + at + 30, 0.0) is None
+
+            async def give(who: HostLeases, at: float) -> None:
+                await who.give("h.example", t + at, None, 0.0)
+
+            assert await take(a, 0)
+            assert not await take(b, 0.1)
+            assert not await take(c, 0.2)
+            await give(a, 1)
+            # Free at 1: b asked first, then c; a comes after both.
+            assert not await take(a, 1)
+            assert not await take(c, 1.01)
+            assert await take(b, 1.02)
+            await give(b, 2)
+            assert not await take(a, 2)
+            assert await take(c, 2.01)
+            await give(c, 3)
+            assert await take(a, 3)
+            await give(a, 4)
+            # d queues, then stops asking: after WAITER_GRACE it no longer keeps its
+            # place. b queues and leaves with release_all: no place kept either.
+            assert not await take(d, 3.5)
+            assert not await take(b, 3.6)
+            await b.release_all()
+            assert not await take(c, 4)  # d is still asking (it said it would at 4)
+            assert await take(c, 4 + WAITER_GRACE + 0.1)
+            rows = await store.run(
+                lambda tx: tx.all("first_host_waiter", key="host:h.example", live=0, patient=t + 9)
+            )
+            assert rows == [], "the taker and the gone waiters left the queue"
+        finally:
+            await store.close()
+
+    asyncio.run(body())
+
+
+def test_a_host_without_a_delay_stays_a_while_with_its_worker(store_url: str) -> None:
+    """Handing a host over costs the waiter's poll: a place counts after WAITER_PATIENCE."""
+
+    async def body() -> None:
+        store = await AsyncStore(store_url).open()
+        try:
+            a, b = HostLeases(store, "a"), HostLeases(store, "b")
+            t = time.time()
+            assert await a.take("h.example", None, t, t + 30, 0.0) is None
+            assert await b.take("h.example", None, t + 0.01, t + 30, 0.0) is not None
+            await a.give("h.example", t + 0.02, None, 0.0)
+            # b has waited less than WAITER_PATIENCE: a fetches on.
+            assert await a.take("h.example", None, t + 0.02, t + 30, 0.0) is None
+            late = t + 0.02 + WAITER_PATIENCE
+            await a.give("h.example", late, None, 0.0)
+            assert await a.take("h.example", None, late, late + 30, 0.0) is not None
+            assert await b.take("h.example", None, late + 0.01, late + 30, 0.0) is None
+        finally:
+            await store.close()
+
+    asyncio.run(body())
+
+
+def test_workers_on_one_host_fetch_in_turn(pg_url: str) -> None:
+    """Three workers with two pages each on one host with a delay longer than
+    WAITER_PATIENCE: the host goes round them, no worker fetching twice while another
+    waits. (Without the queue, the worker that had just fetched mostly fetched again.)"""
+    log = Log()
+    delay = WAITER_PATIENCE + 0.1
+    asyncio.run(
+        fetch_as_workers(
+            pg_url,
+            log,
+            Politeness(delay=delay, ip_delay=0.0),
+            lambda base: [[f"{base}/w{i}-{n}" for n in range(2)] for i in range(3)],
+        )
+    )
+    workers = [path.split("-")[0] for path, _ in log.paths]
+    assert len(workers) == 6
+    assert all(x != y for x, y in itertools.pairwise(workers)), workers

@@ -17,6 +17,18 @@ PostgreSQL store share the hosts they fetch, so they also share that state, in t
 A hold also ends when its worker is known to be gone: stopped, silent for a lease
 period, or (on this machine) a process that no longer exists.
 
+**Turns come in the order asked** (`host_lease_waiters`, migration 0012). A worker told
+to wait queues for the host, keeping its place each time it asks again; when the host is
+free, only the first waiter still asking may take it. Without the queue the host went to
+whichever worker asked first after it came free, mostly the one that had just given it
+back (it knew the time to the millisecond; the others polled every `HELD_POLL`), and a
+crawl could wait seconds for its first turn on a busy host. A place counts once its
+waiter has waited `WAITER_PATIENCE`: a host without a delay is handed over every half
+second, not after every fetch, as each handover costs up to a `HELD_POLL` with the host
+idle (three workers taking one such host in turns after every fetch took 20 times as
+long). A waiter more than `WAITER_GRACE` late to ask again has gone (its job ended, its
+worker died) and loses its place; a worker that stops leaves every queue.
+
 Taking is one short transaction (`SELECT … FOR UPDATE` of the two rows on PostgreSQL),
 giving back another. A worker that is told to wait sleeps until the time it was given
 and asks again; its own in-process state keeps it from asking before that.
@@ -30,13 +42,20 @@ from collections.abc import Callable
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
 
-__all__ = ["HELD_POLL", "HOLD_MARGIN", "HostLeases"]
+__all__ = ["HELD_POLL", "HOLD_MARGIN", "WAITER_GRACE", "WAITER_PATIENCE", "HostLeases"]
 
 HELD_POLL = 0.05
 """Seconds between two asks for a host another worker is fetching."""
 
 HOLD_MARGIN = 30.0
 """Seconds a host is held past its fetch's total timeout, before the hold runs out."""
+
+WAITER_GRACE = 2.0
+"""Seconds a waiter may be late to ask again before it loses its place in the queue."""
+
+WAITER_PATIENCE = 0.5
+"""Seconds a waiter waits before its place in the queue counts: a host without a delay
+stays with the worker fetching it that long, not handed over after every fetch."""
 
 
 class HostLeases:
@@ -80,7 +99,15 @@ class HostLeases:
                 due = max(due, min(float(expires), now + HELD_POLL))
             if len(keys) > 1:
                 due = max(due, float(rows[keys[1]]["next_at"]))
+            live = now - WAITER_GRACE
+            if due <= now:
+                first = tx.one(
+                    "first_host_waiter", key=keys[0], live=live, patient=now - WAITER_PATIENCE
+                )
+                if first is not None and first["owner"] != self.owner:
+                    due = now + HELD_POLL  # free, but another worker asked first
             if due > now:
+                tx.execute("wait_for_host", key=keys[0], owner=self.owner, ask_by=due, now=now)
                 return due
             tx.execute(
                 "hold_host_lease",
@@ -89,6 +116,7 @@ class HostLeases:
                 expires=hold_until,
                 next_at=float(held["next_at"]),
             )
+            tx.execute("stop_waiting_for_host", key=keys[0], owner=self.owner, live=live)
             if len(keys) > 1:
                 tx.execute("bump_host_lease", key=keys[1], next_at=now + ip_delay)
             return None
@@ -120,5 +148,11 @@ class HostLeases:
         await self.store.run(give)
 
     async def release_all(self) -> int:
-        """Hand back every host this worker holds (when it stops)."""
-        return await self.store.run(lambda tx: tx.execute("release_host_leases", owner=self.owner))
+        """Hand back every host this worker holds, and stop waiting for any (when it
+        stops); the number of hosts it held."""
+
+        def release(tx: Tx) -> int:
+            tx.execute("stop_waiting", owner=self.owner)
+            return tx.execute("release_host_leases", owner=self.owner)
+
+        return await self.store.run(release)

@@ -32,3 +32,29 @@ WHERE owner IS NOT NULL AND expires > :now ORDER BY owner, key
 -- An address is never held, only spaced: its next time moves forward, never back.
 UPDATE host_leases SET next_at = CASE WHEN next_at > :next_at THEN next_at ELSE :next_at END
 WHERE key = :key
+
+-- name: first_host_waiter
+-- The waiter whose turn it is: the first to ask among those still asking that have
+-- waited since :patient or longer.
+SELECT owner FROM host_lease_waiters
+WHERE key = :key AND ask_by > :live AND since <= :patient
+ORDER BY ticket
+LIMIT 1
+
+-- name: wait_for_host
+-- Queue for a host, or keep one's place and say when one will ask again. (The caller
+-- holds the host's row, so two waiters never draw the same ticket.)
+INSERT INTO host_lease_waiters (key, owner, ticket, ask_by, since)
+VALUES (:key, :owner,
+        (SELECT COALESCE(MAX(ticket), 0) + 1 FROM host_lease_waiters WHERE key = :key),
+        :ask_by, :now)
+ON CONFLICT (key, owner) DO UPDATE SET ask_by = excluded.ask_by
+
+-- name: stop_waiting_for_host
+-- The host was taken: its taker leaves the queue, and so do waiters long gone.
+DELETE FROM host_lease_waiters
+WHERE key = :key AND (owner = :owner OR ask_by <= :live)
+
+-- name: stop_waiting
+-- A worker that stops leaves every queue.
+DELETE FROM host_lease_waiters WHERE owner = :owner
