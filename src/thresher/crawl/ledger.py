@@ -18,7 +18,6 @@ over (`ShardState`).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,20 +174,24 @@ class CrawlLedger:
         # Every shard's sieve knows every URL: a link to another shard's host is sent
         # to it once, not once per page that has it.
         sieve = Sieve.from_hashes(self._hashes(tx))
-        rows = [
-            (
-                Pending(
-                    r["url"], from_signed(r["hash"]), r["depth"], r["etag"], r["last_modified"]
-                ),
-                r["host"],
-            )
-            for r in tx.stream("crawl_pending", source=self.source, run=self.run)
-        ]
-        if shard is not None:
+        if shard is None:
+            rows = tx.stream("crawl_pending", source=self.source, run=self.run)
+        else:
             # A run revisiting known URLs: their hosts get owners now, the busiest first.
-            waiting = Counter(host for _, host in rows if host not in owners)
-            owners.update(self._assign(tx, [host for host, _ in waiting.most_common()]))
-        pending = [p for p, host in rows if shard is None or owners[host] == shard.index]
+            # Then only this shard's URLs are read: a big crawl's second run revisits
+            # every URL it knows, and each shard needs only its share in memory.
+            counts = tx.all("crawl_pending_hosts", source=self.source, run=self.run)
+            waiting = sorted(
+                (-int(r["urls"]), str(r["host"])) for r in counts if r["host"] not in owners
+            )
+            owners.update(self._assign(tx, [host for _, host in waiting]))
+            rows = tx.stream(
+                "crawl_pending_of_shard", source=self.source, run=self.run, shard=shard.index
+            )
+        pending = [
+            Pending(r["url"], from_signed(r["hash"]), r["depth"], r["etag"], r["last_modified"])
+            for r in rows
+        ]
         digests = {
             r["digest"]: (r["url"], float(r["fetched_at"]))
             for r in tx.stream("crawl_digests", source=self.source)

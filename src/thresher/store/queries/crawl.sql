@@ -9,6 +9,20 @@ SELECT hash, url, host, depth, etag, last_modified, status FROM crawl_urls
 WHERE source = :source AND (fetched_run IS NULL OR fetched_run <> :run)
 ORDER BY depth, seq
 
+-- name: crawl_pending_hosts
+-- How many URLs each host has to fetch in this run: a shard run gives owners by it.
+SELECT host, count(*) AS urls FROM crawl_urls
+WHERE source = :source AND (fetched_run IS NULL OR fetched_run <> :run)
+GROUP BY host
+
+-- name: crawl_pending_of_shard
+-- crawl_pending, of one shard's hosts only: a shard holds none of the others' URLs.
+SELECT u.hash, u.url, u.host, u.depth, u.etag, u.last_modified, u.status
+FROM crawl_urls u JOIN crawl_hosts h ON h.host = u.host
+WHERE u.source = :source AND (u.fetched_run IS NULL OR u.fetched_run <> :run)
+  AND h.run_id = :run AND h.shard = :shard
+ORDER BY u.depth, u.seq
+
 -- name: crawl_max_seq
 SELECT coalesce(max(seq), 0) AS seq FROM crawl_urls WHERE source = :source
 
