@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp import web
@@ -77,20 +77,25 @@ async def fetch_as_workers(
 
 
 def test_workers_with_their_own_memory_take_turns_on_a_host(pg_url: str) -> None:
+    """Three workers with three pages each on one host, with a delay longer than
+    WAITER_PATIENCE: never two fetches within the delay, and the host goes round them, no
+    worker fetching twice while another waits (without the queue of waiters, the worker
+    that had just fetched mostly fetched again)."""
     log = Log()
-    delay = 0.3
+    delay = WAITER_PATIENCE + 0.1
     asyncio.run(
         fetch_as_workers(
             pg_url,
             log,
             Politeness(delay=delay, ip_delay=0.0),
-            lambda base: [[f"{base}/p{i}-{n}" for n in range(3)] for i in range(3)],
+            lambda base: [[f"{base}/w{i}-{n}" for n in range(3)] for i in range(3)],
         )
     )
     assert len(log.starts) == 9
-    # Nine fetches from three workers, never two within the delay (a little slack for
-    # the clock: the delay counts from the end of the previous fetch).
+    # A little slack for the clock: the delay counts from the end of the previous fetch.
     assert min(gaps([t for _, t in log.starts])) >= delay
+    workers = [path.split("-")[0] for path, _ in log.paths]
+    assert all(x != y for x, y in itertools.pairwise(workers)), workers
 
 
 def test_hosts_on_one_address_are_spaced_across_workers(pg_url: str) -> None:
@@ -175,90 +180,80 @@ def test_a_hold_ends_when_its_worker_is_known_to_be_gone(pg_url: str) -> None:
     asyncio.run(body())
 
 
+class Turns:
+    """Workers' leases on one host, at times counted from the start."""
+
+    def __init__(self, store: AsyncStore) -> None:
+        self.store = store
+        self.t0 = time.time()
+
+    async def take(self, who: HostLeases, at: float) -> bool:
+        return await who.take("h.example", None, self.t0 + at, self.t0 + at + 30, 0.0) is None
+
+    async def give(self, who: HostLeases, at: float) -> None:
+        await who.give("h.example", self.t0 + at, None, 0.0)
+
+
+def with_turns(store_url: str, body: Callable[[Turns], Awaitable[None]]) -> None:
+    async def main() -> None:
+        store = await AsyncStore(store_url).open()
+        try:
+            await body(Turns(store))
+        finally:
+            await store.close()
+
+    asyncio.run(main())
+
+
 def test_turns_come_in_the_order_asked(store_url: str) -> None:
     """A host that comes free goes to the first worker that asked for it and is still
     asking, not to whichever asks first after (mostly the one that just gave it back)."""
 
-    async def body() -> None:
-        store = await AsyncStore(store_url).open()
-        try:
-            a, b, c, d = (HostLeases(store, name) for name in "abcd")
-            t = time.time()
+    async def body(turns: Turns) -> None:
+        take, give = turns.take, turns.give
+        a, b, c, d = (HostLeases(turns.store, name) for name in "abcd")
+        assert await take(a, 0)
+        assert not await take(b, 0.1)
+        assert not await take(c, 0.2)
+        await give(a, 1)
+        # Free at 1: b asked first, then c; a comes after both.
+        assert not await take(a, 1)
+        assert not await take(c, 1.01)
+        assert await take(b, 1.02)
+        await give(b, 2)
+        assert not await take(a, 2)
+        assert await take(c, 2.01)
+        await give(c, 3)
+        assert await take(a, 3)
+        await give(a, 4)
+        # d queues, then stops asking: after WAITER_GRACE it no longer keeps its place.
+        # b queues and leaves with release_all: no place kept either.
+        assert not await take(d, 3.5)
+        assert not await take(b, 3.6)
+        await b.release_all()
+        assert not await take(c, 4)  # d is still asking (it said it would at 4)
+        assert await take(c, 4 + WAITER_GRACE + 0.1)
+        rows = await turns.store.run(
+            lambda tx: tx.all("first_host_waiter", key="host:h.example", live=0, patient=1e12)
+        )
+        assert rows == [], "the taker and the gone waiters left the queue"
 
-            async def take(who: HostLeases, at: float) -> bool:
-                return await who.take("h.example", None, t + at, t + at + 30, 0.0) is None
-
-            async def give(who: HostLeases, at: float) -> None:
-                await who.give("h.example", t + at, None, 0.0)
-
-            assert await take(a, 0)
-            assert not await take(b, 0.1)
-            assert not await take(c, 0.2)
-            await give(a, 1)
-            # Free at 1: b asked first, then c; a comes after both.
-            assert not await take(a, 1)
-            assert not await take(c, 1.01)
-            assert await take(b, 1.02)
-            await give(b, 2)
-            assert not await take(a, 2)
-            assert await take(c, 2.01)
-            await give(c, 3)
-            assert await take(a, 3)
-            await give(a, 4)
-            # d queues, then stops asking: after WAITER_GRACE it no longer keeps its
-            # place. b queues and leaves with release_all: no place kept either.
-            assert not await take(d, 3.5)
-            assert not await take(b, 3.6)
-            await b.release_all()
-            assert not await take(c, 4)  # d is still asking (it said it would at 4)
-            assert await take(c, 4 + WAITER_GRACE + 0.1)
-            rows = await store.run(
-                lambda tx: tx.all("first_host_waiter", key="host:h.example", live=0, patient=t + 9)
-            )
-            assert rows == [], "the taker and the gone waiters left the queue"
-        finally:
-            await store.close()
-
-    asyncio.run(body())
+    with_turns(store_url, body)
 
 
 def test_a_host_without_a_delay_stays_a_while_with_its_worker(store_url: str) -> None:
     """Handing a host over costs the waiter's poll: a place counts after WAITER_PATIENCE."""
 
-    async def body() -> None:
-        store = await AsyncStore(store_url).open()
-        try:
-            a, b = HostLeases(store, "a"), HostLeases(store, "b")
-            t = time.time()
-            assert await a.take("h.example", None, t, t + 30, 0.0) is None
-            assert await b.take("h.example", None, t + 0.01, t + 30, 0.0) is not None
-            await a.give("h.example", t + 0.02, None, 0.0)
-            # b has waited less than WAITER_PATIENCE: a fetches on.
-            assert await a.take("h.example", None, t + 0.02, t + 30, 0.0) is None
-            late = t + 0.02 + WAITER_PATIENCE
-            await a.give("h.example", late, None, 0.0)
-            assert await a.take("h.example", None, late, late + 30, 0.0) is not None
-            assert await b.take("h.example", None, late + 0.01, late + 30, 0.0) is None
-        finally:
-            await store.close()
+    async def body(turns: Turns) -> None:
+        take, give = turns.take, turns.give
+        a, b = HostLeases(turns.store, "a"), HostLeases(turns.store, "b")
+        assert await take(a, 0)
+        assert not await take(b, 0.01)
+        await give(a, 0.02)
+        assert await take(a, 0.02)  # b has waited less than WAITER_PATIENCE: a goes on
+        late = 0.02 + WAITER_PATIENCE
+        await give(a, late)
+        assert not await take(a, late)
+        assert await take(b, late + 0.01)
 
-    asyncio.run(body())
-
-
-def test_workers_on_one_host_fetch_in_turn(pg_url: str) -> None:
-    """Three workers with two pages each on one host with a delay longer than
-    WAITER_PATIENCE: the host goes round them, no worker fetching twice while another
-    waits. (Without the queue, the worker that had just fetched mostly fetched again.)"""
-    log = Log()
-    delay = WAITER_PATIENCE + 0.1
-    asyncio.run(
-        fetch_as_workers(
-            pg_url,
-            log,
-            Politeness(delay=delay, ip_delay=0.0),
-            lambda base: [[f"{base}/w{i}-{n}" for n in range(2)] for i in range(3)],
-        )
-    )
-    workers = [path.split("-")[0] for path, _ in log.paths]
-    assert len(workers) == 6
-    assert all(x != y for x, y in itertools.pairwise(workers)), workers
+    with_turns(store_url, body)
