@@ -233,9 +233,7 @@ def test_turns_come_in_the_order_asked(store_url: str) -> None:
         await b.release_all()
         assert not await take(c, 4)  # d is still asking (it said it would at 4)
         assert await take(c, 4 + WAITER_GRACE + 0.1)
-        rows = await turns.store.run(
-            lambda tx: tx.all("first_host_waiter", key="host:h.example", live=0, patient=1e12)
-        )
+        rows = await turns.store.run(lambda tx: tx.all("select_host_lease_waiters"))
         assert rows == [], "the taker and the gone waiters left the queue"
 
     with_turns(store_url, body)

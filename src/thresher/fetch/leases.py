@@ -73,23 +73,27 @@ class HostLeases:
         self.owner = owner
         self.lease_seconds = lease_seconds
         self.is_dead = is_dead
+        self._queued: set[str] = set()  # hosts this worker waits for, as far as it knows
 
     async def take(
         self, host: str, ip: str | None, now: float, hold_until: float, ip_delay: float
     ) -> float | None:
         """Hold `host` until `hold_until` and space `ip` by `ip_delay` from `now`, if both
-        may be fetched at `now`: None. Otherwise change nothing and return when to ask
+        may be fetched at `now` and no other worker waiting for `host` comes first: None.
+        Otherwise wait for `host` (keeping any earlier place) and return when to ask
         again."""
         keys = [f"host:{host}"] + ([f"ip:{ip}"] if ip else [])
+        live = now - WAITER_GRACE
+        turns = {"keys": json.dumps(sorted(keys)), "live": live, "patient": now - WAITER_PATIENCE}
+        queued = host in self._queued
 
         def take(tx: Tx) -> float | None:
-            query = json.dumps(sorted(keys))
-            rows = {r["key"]: r for r in tx.all("get_host_leases", keys=query)}
+            rows = {r["key"]: r for r in tx.all("get_host_leases", **turns)}
             if len(rows) < len(keys):  # a host or address not seen before
                 for key in keys:
                     if key not in rows:
                         tx.execute("ensure_host_lease", key=key)
-                rows = {r["key"]: r for r in tx.all("get_host_leases", keys=query)}
+                rows = {r["key"]: r for r in tx.all("get_host_leases", **turns)}
             held = rows[keys[0]]
             due = float(held["next_at"])
             expires = held["expires"]
@@ -99,13 +103,9 @@ class HostLeases:
                 due = max(due, min(float(expires), now + HELD_POLL))
             if len(keys) > 1:
                 due = max(due, float(rows[keys[1]]["next_at"]))
-            live = now - WAITER_GRACE
-            if due <= now:
-                first = tx.one(
-                    "first_host_waiter", key=keys[0], live=live, patient=now - WAITER_PATIENCE
-                )
-                if first is not None and first["owner"] != self.owner:
-                    due = now + HELD_POLL  # free, but another worker asked first
+            first = held["first_waiter"]
+            if due <= now and first is not None and first != self.owner:
+                due = now + HELD_POLL  # free, but another worker asked first
             if due > now:
                 tx.execute("wait_for_host", key=keys[0], owner=self.owner, ask_by=due, now=now)
                 return due
@@ -116,12 +116,18 @@ class HostLeases:
                 expires=hold_until,
                 next_at=float(held["next_at"]),
             )
-            tx.execute("stop_waiting_for_host", key=keys[0], owner=self.owner, live=live)
+            if queued:  # else there is no place of ours to leave
+                tx.execute("stop_waiting_for_host", key=keys[0], owner=self.owner, live=live)
             if len(keys) > 1:
                 tx.execute("bump_host_lease", key=keys[1], next_at=now + ip_delay)
             return None
 
-        return await self.store.run(take)
+        answer = await self.store.run(take)
+        if answer is None:
+            self._queued.discard(host)
+        else:
+            self._queued.add(host)
+        return answer
 
     def _holding(self, lease: Row, now: float) -> bool:
         """Whether another worker holds `lease`: not when its hold ran out, nor when the
@@ -155,4 +161,5 @@ class HostLeases:
             tx.execute("stop_waiting", owner=self.owner)
             return tx.execute("release_host_leases", owner=self.owner)
 
+        self._queued.clear()
         return await self.store.run(release)

@@ -58,6 +58,10 @@ when the ``isal`` package is installed, else with zlib level 1; ``gzip_level=N``
 zlib level N instead (6: about 8 % smaller files for 1.5 times the CPU). A caller that passes
 the ``payload_digest`` it computed for deduplication saves another 20 µs. The records are
 plain text headers around the block; the tests read them back with warcio and FastWARC.
+Measured again on a quiet machine (a 17 KB page with 30 outlinks, igzip level 2): 83 µs,
+of which 30 compress the response, 9 hash it and about 13 append the records and the
+CDXJ line; record ids, base32 digests and dates are formatted by hand (``uuid``,
+``base64`` and ``datetime`` took 10 µs more), and the file has a 1 MiB buffer.
 
 The writer is not thread-safe: call it from one thread at a time.
 """

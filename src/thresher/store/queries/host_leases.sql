@@ -1,9 +1,14 @@
 -- Host and address leases (migration 0008, thresher.fetch.leases).
 
 -- name: get_host_leases
--- With the holder's worker row, to tell a live holder from a dead one.
+-- With the holder's worker row, to tell a live holder from a dead one, and the waiter
+-- whose turn it is: the first to ask among those still asking (:live) that have waited
+-- since :patient or longer.
 SELECT l.key, l.owner, l.expires, l.next_at,
-       w.hostname, w.pid, w.boot_id, w.heartbeat, w.stopped
+       w.hostname, w.pid, w.boot_id, w.heartbeat, w.stopped,
+       (SELECT q.owner FROM host_lease_waiters q
+        WHERE q.key = l.key AND q.ask_by > :live AND q.since <= :patient
+        ORDER BY q.ticket LIMIT 1) AS first_waiter
 FROM host_leases l LEFT JOIN workers w ON w.owner = l.owner
 WHERE l.key IN (SELECT value FROM json_each(:keys))
 
@@ -33,14 +38,6 @@ WHERE owner IS NOT NULL AND expires > :now ORDER BY owner, key
 UPDATE host_leases SET next_at = CASE WHEN next_at > :next_at THEN next_at ELSE :next_at END
 WHERE key = :key
 
--- name: first_host_waiter
--- The waiter whose turn it is: the first to ask among those still asking that have
--- waited since :patient or longer.
-SELECT owner FROM host_lease_waiters
-WHERE key = :key AND ask_by > :live AND since <= :patient
-ORDER BY ticket
-LIMIT 1
-
 -- name: wait_for_host
 -- Queue for a host, or keep one's place and say when one will ask again. (The caller
 -- holds the host's row, so two waiters never draw the same ticket.)
@@ -58,3 +55,6 @@ WHERE key = :key AND (owner = :owner OR ask_by <= :live)
 -- name: stop_waiting
 -- A worker that stops leaves every queue.
 DELETE FROM host_lease_waiters WHERE owner = :owner
+
+-- name: select_host_lease_waiters
+SELECT key, owner, ticket, ask_by, since FROM host_lease_waiters ORDER BY key, ticket
