@@ -1,13 +1,16 @@
 """What the tests of many workers share: their sources over the loopback sites, the
-pages their WARC files hold, and the check of each host's delay in a server's log."""
+pages their WARC files hold, the check of each host's delay in a server's log, and
+watching workers until their runs end, killing one on the way."""
 
 from __future__ import annotations
 
 import itertools
+import os
 import signal
 import subprocess
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from crawlsite import SiteServer
@@ -79,3 +82,35 @@ def stop_workers(procs: Iterable[subprocess.Popen[str]]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+
+
+def watch_workers(
+    home: Home,
+    procs: Mapping[str, subprocess.Popen[str]],
+    seconds: float,
+    victim: Callable[[], int | None],
+) -> tuple[str | None, float]:
+    """Poll until every source run has ended, asserting that no worker exits but the one
+    killed: `victim()` is called every 0.1 s (it may watch too), and the first pid it
+    names is killed with SIGKILL. The workers are stopped at the end, whatever happens.
+    Returns the killed worker's name and when it was killed (monotonic), or (None, 0.0)."""
+    deadline = time.monotonic() + seconds
+    killed: str | None = None
+    killed_at = 0.0
+    try:
+        while True:
+            assert time.monotonic() < deadline, "the workers did not finish"
+            for key, proc in procs.items():
+                assert key == killed or proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+            pid = victim()
+            if pid is not None and killed is None:
+                [killed] = [k for k, p in procs.items() if p.pid == pid]
+                killed_at = time.monotonic()
+                os.kill(pid, signal.SIGKILL)
+                procs[killed].communicate()
+            runs = home.query("SELECT outcome FROM source_runs")
+            if runs and all(r["outcome"] != "running" for r in runs):
+                return killed, killed_at
+    finally:
+        stop_workers(procs.values())

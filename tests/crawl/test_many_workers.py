@@ -6,8 +6,6 @@ host is ever fetched twice within its delay."""
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import Any
 
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import add_sources, crawled, scope_of, stop_workers, too_close
+from fleet import add_sources, crawled, scope_of, stop_workers, too_close, watch_workers
 
 from cli_proc import Home
 from conftest import new_pg_database
@@ -32,40 +30,30 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
     holds the crawl once work is under way), and return what was stored."""
     home.run("run", "--detach")
     procs = {
-        i: home.start("worker", "--name", f"w{i}", "-c", "4", "--grace", "5")
+        f"w{i}": home.start("worker", "--name", f"w{i}", "-c", "4", "--grace", "5")
         for i in range(workers)
     }
-    deadline = time.monotonic() + 240
-    killed = None
     crawlers: set[str] = set()  # workers seen holding a shard of the crawl
-    try:
-        while True:
-            assert time.monotonic() < deadline, "the workers did not finish"
-            for i, proc in procs.items():
-                assert i == killed or proc.poll() is None, proc.communicate()
-            time.sleep(0.1)
-            owners = home.query(
-                "SELECT lease_owner FROM jobs WHERE kind = 'web.shard' AND state = 'leased'"
-            )
-            crawlers |= {str(o["lease_owner"]).split(":")[0] for o in owners}
-            if kill and killed is None:
-                # Once pages, documents and messages are all coming in, kill -9 a
-                # worker that holds a shard of the crawl (its pid is in its lease owner).
-                progress = home.query(
-                    "SELECT (SELECT count(*) FROM documents) AS docs,"
-                    " (SELECT count(*) FROM messages) AS msgs,"
-                    " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
-                )[0]
-                if owners and progress["docs"] and progress["msgs"] and progress["pages"] >= 10:
-                    pid = int(str(owners[0]["lease_owner"]).split(":")[1])
-                    [killed] = [i for i, p in procs.items() if p.pid == pid]
-                    os.kill(pid, signal.SIGKILL)
-                    procs[killed].communicate()
-            runs = home.query("SELECT outcome FROM source_runs")
-            if runs and all(r["outcome"] != "running" for r in runs):
-                break
-    finally:
-        stop_workers(procs.values())
+
+    def victim() -> int | None:
+        owners = home.query(
+            "SELECT lease_owner FROM jobs WHERE kind = 'web.shard' AND state = 'leased'"
+        )
+        crawlers.update(str(o["lease_owner"]).split(":")[0] for o in owners)
+        if not kill or not owners:
+            return None
+        # Once pages, documents and messages are all coming in, kill -9 a worker that
+        # holds a shard of the crawl (its pid is in its lease owner).
+        progress = home.query(
+            "SELECT (SELECT count(*) FROM documents) AS docs,"
+            " (SELECT count(*) FROM messages) AS msgs,"
+            " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
+        )[0]
+        if progress["docs"] and progress["msgs"] and progress["pages"] >= 10:
+            return int(str(owners[0]["lease_owner"]).split(":")[1])
+        return None
+
+    killed, _ = watch_workers(home, procs, 240, victim)
     assert not kill or killed is not None, "the crawl finished before a worker could be killed"
     return {
         "outcomes": sorted(r["outcome"] for r in home.query("SELECT outcome FROM source_runs")),

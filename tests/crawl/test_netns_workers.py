@@ -19,11 +19,9 @@ import ctypes
 import functools
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import threading
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +31,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import add_sources, crawled, stop_workers, too_close
+from fleet import add_sources, crawled, too_close, watch_workers
 from psycopg.conninfo import conninfo_to_dict
 
 from cli_proc import Home
@@ -184,38 +182,25 @@ def harvest(home: Home, namespaces: list[str]) -> dict[str, Any]:
         )
         for name in namespaces
     }
-    deadline = time.monotonic() + 90
-    killed: str | None = None
-    killed_at = 0.0
-    try:
-        while True:
-            assert time.monotonic() < deadline, "the workers did not finish"
-            for name, proc in procs.items():
-                assert name == killed or proc.poll() is None, proc.communicate()
-            time.sleep(0.1)
-            if killed is None:
-                progress = home.query(
-                    "SELECT (SELECT count(*) FROM documents) AS docs,"
-                    " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
-                )[0]
-                owners = home.query(
-                    "SELECT lease_owner FROM jobs WHERE kind = 'web.crawl' AND state = 'leased'"
-                )
-                if owners and progress["docs"] and progress["pages"] >= 10:
-                    # Each worker runs in its own namespace (the test process does not).
-                    for name, proc in procs.items():
-                        ns = os.stat(f"/proc/{proc.pid}/ns/net").st_ino
-                        assert ns == _ns_inode(name) != os.stat("/proc/self/ns/net").st_ino
-                    pid = int(str(owners[0]["lease_owner"]).split(":")[1])
-                    [killed] = [n for n, p in procs.items() if p.pid == pid]
-                    killed_at = time.monotonic()
-                    os.kill(pid, signal.SIGKILL)
-                    procs[killed].communicate()
-            runs = home.query("SELECT outcome FROM source_runs")
-            if runs and all(r["outcome"] != "running" for r in runs):
-                break
-    finally:
-        stop_workers(procs.values())
+
+    def victim() -> int | None:
+        progress = home.query(
+            "SELECT (SELECT count(*) FROM documents) AS docs,"
+            " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
+        )[0]
+        owners = home.query(
+            "SELECT lease_owner FROM jobs WHERE kind = 'web.crawl' AND state = 'leased'"
+        )
+        if not (owners and progress["docs"] and progress["pages"] >= 10):
+            return None
+        # Each worker runs in its own namespace (the test process does not).
+        for name, proc in procs.items():
+            if proc.poll() is None:
+                ns = os.stat(f"/proc/{proc.pid}/ns/net").st_ino
+                assert ns == _ns_inode(name) != os.stat("/proc/self/ns/net").st_ino
+        return int(str(owners[0]["lease_owner"]).split(":")[1])
+
+    killed, killed_at = watch_workers(home, procs, 90, victim)
     assert killed is not None, "the crawl finished before a worker could be killed"
     return {
         "outcomes": sorted(r["outcome"] for r in home.query("SELECT outcome FROM source_runs")),
