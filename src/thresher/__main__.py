@@ -1,7 +1,7 @@
 import sys
 
-from .cli import main
+from .cli.main import entry
 
 # Guarded: the child processes Thresher spawns (parsing) import the main module again.
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

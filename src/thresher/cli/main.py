@@ -12,6 +12,7 @@ import click
 from .. import __version__
 from ..config import describe
 from ..errors import ThresherError
+from ..runtime import tune_gc
 from .app import App
 from .crawl import crawl_command
 from .demo import demo_command
@@ -23,7 +24,7 @@ from .source import source_group
 from .status import status_command
 from .worker import worker_command
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "entry", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -67,6 +68,12 @@ cli.add_command(export_command)
 cli.add_command(search_command)
 cli.add_command(ingest_group)
 cli.add_command(worker_command)
+
+
+def entry() -> int:
+    """The `thresher` program: `main` in a process of its own, tuned for long runs."""
+    tune_gc()
+    return main()
 
 
 def main(argv: list[str] | None = None) -> int:
