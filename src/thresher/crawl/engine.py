@@ -56,7 +56,7 @@ from ..store import Row
 from ..store.aio import AsyncStore
 from ..store.warc import WarcPosition
 from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState, Unowned
-from .pages import Exchange, InlinePages, Pages, Processed, WarcSetup, open_pages
+from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
 from .settings import CrawlSettings
 from .turns import HostTurns
 
@@ -628,13 +628,6 @@ class CrawlEngine:
         as far as a commit can tell: a cancelled fetch task still finishes this."""
         while not self._writes_open.is_set():
             await self._writes_open.wait()
-        pages = self.pages
-        if isinstance(pages, InlinePages):
-            # Nothing below awaits, so no commit or cancellation comes in between: the
-            # task and shield that keep a child's answer whole are not needed (and cost
-            # more than writing a small page's records).
-            record(pages.writer.process(ex))
-            return
         self._outstanding += 1
         self._drained.clear()
         inner = asyncio.ensure_future(self._archive_now(ex, record))
