@@ -320,8 +320,12 @@ class CrawlEngine:
             if isinstance(decision, float) and math.isfinite(decision):
                 wait = min(wait, max(0.0, decision - now))
             if len(self._tasks) >= limit or wait > 0:
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns instead of
+                # raising when it is cancelled just as the event is set (a fetch ending as
+                # SIGTERM arrives), and a shard that lost its cancellation polled for ever.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self._wake.wait()
 
     def _idle(self, decision: Fetch | float | None) -> bool:
         """Nothing in hand: nothing in flight, and nothing queued that this run may fetch."""
