@@ -84,16 +84,16 @@ class HostLeases:
         again."""
         keys = [f"host:{host}"] + ([f"ip:{ip}"] if ip else [])
         live = now - WAITER_GRACE
-        turns = {"keys": json.dumps(sorted(keys)), "live": live, "patient": now - WAITER_PATIENCE}
+        params = {"keys": json.dumps(sorted(keys)), "live": live, "patient": now - WAITER_PATIENCE}
         queued = host in self._queued
 
         def take(tx: Tx) -> float | None:
-            rows = {r["key"]: r for r in tx.all("get_host_leases", **turns)}
+            rows = {r["key"]: r for r in tx.all("get_host_leases", **params)}
             if len(rows) < len(keys):  # a host or address not seen before
                 for key in keys:
                     if key not in rows:
                         tx.execute("ensure_host_lease", key=key)
-                rows = {r["key"]: r for r in tx.all("get_host_leases", **turns)}
+                rows = {r["key"]: r for r in tx.all("get_host_leases", **params)}
             held = rows[keys[0]]
             due = float(held["next_at"])
             expires = held["expires"]

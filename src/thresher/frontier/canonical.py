@@ -66,7 +66,7 @@ def _split_host(url: str, netloc: str) -> tuple[str, str, int | None]:
 # a host of lowercase ASCII labels, no default port, no user info, query or fragment, and a
 # path of characters w3lib keeps as they are, without escapes or dot segments. Such a URL is
 # its own canonical form (a property test compares it with the full rules), and skipping
-# w3lib for it saves about 15 µs per link: every shard canonicalises every link it finds.
+# w3lib for it takes 0.6 µs instead of 6 per link: every shard canonicalises every link it finds.
 _CANONICAL_RE = re.compile(
     r"(https?)://(?:[a-z0-9-]{1,63}\.)*[a-z0-9-]{1,63}(?::([1-9][0-9]{0,4}))?"
     r"/[A-Za-z0-9\-_~!$&'()*+,=:@/.]*"  # not ";": w3lib splits path parameters off

@@ -224,7 +224,7 @@ def _base_of(url: str, encoding: str) -> _Base | None:
 
 # Most links are plain: an absolute http(s) URL or a path, of characters that need no
 # cleaning or quoting, without dot segments. Their resolution is a concatenation at most
-# (a property test holds it to `_resolve_any`'s), a third of the time of the general rules.
+# (a property test holds it to `_resolve_any`'s), under half the time of the general rules.
 _PLAIN_CHARS = r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%]"
 _PLAIN_ABSOLUTE_RE = re.compile(
     rf"https?://([A-Za-z0-9\-.:]+)(/{_PLAIN_CHARS}*)?(\?{_PLAIN_CHARS}*)?"
