@@ -1,5 +1,5 @@
-"""The `thresher` program tunes the garbage collector for itself; `main` called in a
-test's own process does not."""
+"""The `thresher` program tunes the garbage collector and the C heap for itself; `main`
+called in a test's own process does not."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import gc
 import json
 import subprocess
 import sys
+
+import pytest
 
 from thresher.cli.main import main
 from thresher.runtime import GC_THRESHOLD
@@ -34,3 +36,43 @@ def test_main_in_a_test_process_leaves_the_collector_alone() -> None:
     before = (gc.get_threshold(), gc.get_freeze_count())
     assert main(["--version"]) == 0
     assert (gc.get_threshold(), gc.get_freeze_count()) == before
+
+
+# Frees 4 MiB of small blocks at the top of the C heap, then asks glibc how much free
+# space the top kept (mallinfo2's keepcost): all of it once trimming waits for 8 MiB.
+HEAP_PROBE = """
+import ctypes, json, sys
+TUNE = sys.argv[1] == "tuned"
+if TUNE:
+    from thresher.cli.main import entry
+    sys.argv = ["thresher", "--version"]
+    entry()
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()
+    )]
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+libc.mallinfo2.restype = Info
+blocks = [libc.malloc(64 * 1024) for _ in range(64)]
+for b in reversed(blocks):
+    libc.free(b)
+print(json.dumps({"keepcost": libc.mallinfo2().keepcost}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's heap")
+def test_the_program_keeps_free_heap_space_instead_of_trimming_it_each_time() -> None:
+    def keepcost(mode: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", HEAP_PROBE, mode],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        )
+        return int(json.loads(out.stdout.strip().splitlines()[-1])["keepcost"])
+
+    assert keepcost("tuned") >= 2 << 20
+    assert keepcost("plain") < 1 << 20  # glibc's default gives it back: the probe tells

@@ -4,7 +4,8 @@ Parsing pages (crawls) and messages (mail archives) is pure Python and holds the
 child process lets it run beside the event loop and the store's threads. The children are
 started with `spawn`, not `fork` (the parent has threads: forking those is unsafe), and
 ask Linux to kill them when the parent dies, so a `kill -9` of Thresher leaves nothing
-running behind it.
+running behind it. They tune their collector and heap as the `thresher` program does
+(`thresher.runtime`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
+
+from .runtime import tune_process
 
 __all__ = ["die_with_parent", "spawn_pool"]
 
@@ -36,6 +39,7 @@ def die_with_parent(parent: int) -> None:
 
 def _init(parent: int, setup: Callable[..., None] | None, args: tuple[Any, ...]) -> None:
     die_with_parent(parent)
+    tune_process()
     if setup is not None:
         setup(*args)
 

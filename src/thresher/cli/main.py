@@ -12,7 +12,7 @@ import click
 from .. import __version__
 from ..config import describe
 from ..errors import ThresherError
-from ..runtime import tune_gc
+from ..runtime import tune_process
 from .app import App
 from .crawl import crawl_command
 from .demo import demo_command
@@ -72,7 +72,7 @@ cli.add_command(worker_command)
 
 def entry() -> int:
     """The `thresher` program: `main` in a process of its own, tuned for long runs."""
-    tune_gc()
+    tune_process()
     return main()
 
 

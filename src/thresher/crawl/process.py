@@ -32,7 +32,7 @@ from ..errors import PermanentError, TransientError
 from ..fetch.leases import HostLeases
 from ..jobs.retry import is_transient
 from ..jobs.worker import is_dead_here
-from ..runtime import tune_gc
+from ..runtime import tune_process
 from ..store.aio import AsyncStore
 from .engine import CrawlEngine, CrawlSummary
 from .ledger import Shard
@@ -127,7 +127,7 @@ def main() -> None:
     os.dup2(2, 1)
     spec = pickle.loads(sys.stdin.buffer.read())
     assert isinstance(spec, ChildCrawl)
-    tune_gc()
+    tune_process()
     # Ctrl-C reaches the whole process group: the parent decides, and sends SIGTERM.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     root = logging.getLogger("thresher")
