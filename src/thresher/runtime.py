@@ -33,7 +33,7 @@ import ctypes
 import gc
 import sys
 
-__all__ = ["GC_THRESHOLD", "MALLOC_TOP_PAD", "MALLOC_TRIM_THRESHOLD", "tune_process"]
+__all__ = ["GC_THRESHOLD", "MALLOC_TOP_PAD", "MALLOC_TRIM_THRESHOLD", "tune_process", "tuned"]
 
 GC_THRESHOLD = (10_000, 10, 10)
 """New container objects before a young-generation pass, and passes of each generation
@@ -51,13 +51,23 @@ MALLOC_TOP_PAD = 1 << 20
 _M_TRIM_THRESHOLD = -1
 _M_TOP_PAD = -2
 
+_tuned = False
+
 
 def tune_process() -> None:
     """Tune the collector and the C heap for a long run (see the module docstring).
     Call it once the process has imported what it needs."""
+    global _tuned
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLD)
     _tune_malloc()
+    _tuned = True
+
+
+def tuned() -> bool:
+    """Whether `tune_process` ran: this is the `thresher` program (or a child of it), not
+    a test's process that calls `main` — whose threads and fixtures are not its own."""
+    return _tuned
 
 
 def _tune_malloc() -> None:

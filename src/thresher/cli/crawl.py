@@ -25,6 +25,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..crawl import CrawlSummary
 from ..crawl.ledger import COUNTERS
+from ..crawl.process import prewarm
 from ..crawl.settings import MAX_SHARDS
 from ..errors import SourceError, UnknownSource
 from ..frontier import canonicalize, host_of
@@ -178,6 +179,9 @@ def crawl_command(
 
     Polite by default: robots.txt, one connection and a second between fetches per host.
     Run the same command again to resume an interrupted crawl or to refresh a finished one."""
+    shards = flags.get("shards") or 1
+    if shards > 1 and not detach:
+        prewarm(shards)  # first, while this process has one thread and no store open
     config = app.config
     name = name or crawl_name(seeds, scope)
     raw = {"scope": scope, "seeds": " ".join(seeds[1:])}
