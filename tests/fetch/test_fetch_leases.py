@@ -16,7 +16,13 @@ from fetch_servers import serve
 from conftest import new_pg_database
 from thresher.clock import SystemClock
 from thresher.fetch import FetchSettings
-from thresher.fetch.leases import HELD_POLL, WAITER_GRACE, WAITER_PATIENCE, HostLeases
+from thresher.fetch.leases import (
+    HELD_POLL,
+    WAITER_GRACE,
+    WAITER_PATIENCE,
+    HostLeases,
+    forget_gone_waiters,
+)
 from thresher.fetch.polite import PoliteFetcher
 from thresher.frontier import Politeness
 from thresher.store import Tx
@@ -253,5 +259,29 @@ def test_a_host_without_a_delay_stays_a_while_with_its_worker(store_url: str) ->
         await give(a, late)
         assert not await take(a, late)
         assert await take(b, late + 0.01)
+
+    with_turns(store_url, body)
+
+
+def test_places_of_gone_waiters_are_forgotten_by_the_heartbeat_sweep(store_url: str) -> None:
+    """A waiter whose job ended without `release_all` never asks again; if the host is
+    then taken by a worker that did not queue, nothing else deletes its place."""
+
+    async def body(turns: Turns) -> None:
+        take, give = turns.take, turns.give
+        a, gone, late, e = (HostLeases(turns.store, name) for name in ("a", "gone", "late", "e"))
+        assert await take(a, 0)
+        assert not await take(gone, 0.1)  # says it will ask again at about 0.15
+        await give(a, 1)
+        assert await take(e, 1 + WAITER_GRACE)  # gone no longer counts; e never queued
+        assert not await take(late, 1 + WAITER_GRACE + 0.1)  # queues while e holds it
+
+        def waiters(tx: Tx) -> list[str]:
+            return [r["owner"] for r in tx.all("select_host_lease_waiters")]
+
+        assert await turns.store.run(waiters) == ["gone", "late"]
+        now = turns.t0 + 1 + WAITER_GRACE + 0.2
+        assert await turns.store.run(lambda tx: forget_gone_waiters(tx, now)) == 1
+        assert await turns.store.run(waiters) == ["late"]  # still asking: keeps its place
 
     with_turns(store_url, body)

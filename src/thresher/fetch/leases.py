@@ -27,7 +27,9 @@ waiter has waited `WAITER_PATIENCE`: a host without a delay is handed over every
 second, not after every fetch, as each handover costs up to a `HELD_POLL` with the host
 idle (three workers taking one such host in turns after every fetch took 20 times as
 long). A waiter more than `WAITER_GRACE` late to ask again has gone (its job ended, its
-worker died) and loses its place; a worker that stops leaves every queue.
+worker died) and loses its place; a worker that stops leaves every queue. Such places
+are deleted when the host is next taken by a worker that queued for it, and by every
+worker's heartbeat (`forget_gone_waiters`), so none lingers after its job ended.
 
 Taking is one short transaction (`SELECT … FOR UPDATE` of the two rows on PostgreSQL),
 giving back another. A worker that is told to wait sleeps until the time it was given
@@ -42,7 +44,14 @@ from collections.abc import Callable
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
 
-__all__ = ["HELD_POLL", "HOLD_MARGIN", "WAITER_GRACE", "WAITER_PATIENCE", "HostLeases"]
+__all__ = [
+    "HELD_POLL",
+    "HOLD_MARGIN",
+    "WAITER_GRACE",
+    "WAITER_PATIENCE",
+    "HostLeases",
+    "forget_gone_waiters",
+]
 
 HELD_POLL = 0.05
 """Seconds between two asks for a host another worker is fetching."""
@@ -163,3 +172,9 @@ class HostLeases:
 
         self._queued.clear()
         return await self.store.run(release)
+
+
+def forget_gone_waiters(tx: Tx, now: float) -> int:
+    """Delete the places of waiters more than `WAITER_GRACE` late to ask again: they count
+    no more, and a worker whose job ended without `release_all` never comes back for them."""
+    return tx.execute("forget_gone_waiters", live=now - WAITER_GRACE)

@@ -30,7 +30,7 @@ from ..clock import Clock
 from ..config import Config
 from ..errors import Deferred, LeaseLost
 from ..fetch import FetchSettings
-from ..fetch.leases import HostLeases
+from ..fetch.leases import HostLeases, forget_gone_waiters
 from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
 from ..store import Row, Tx
@@ -230,6 +230,8 @@ class WorkerPool:
             jobs_done=self.stats.done,
             now=now,
         )
+        if self._leases is not None:
+            forget_gone_waiters(tx, now)
         return queue.expire_leases(tx, now) + queue.expire_dead_owners(tx, now, is_dead_here)
 
     async def _fetcher(

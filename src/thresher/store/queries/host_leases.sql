@@ -56,5 +56,9 @@ WHERE key = :key AND (owner = :owner OR ask_by <= :live)
 -- A worker that stops leaves every queue.
 DELETE FROM host_lease_waiters WHERE owner = :owner
 
+-- name: forget_gone_waiters
+-- Waiters long gone from hosts no worker that queued has taken since (heartbeat sweep).
+DELETE FROM host_lease_waiters WHERE ask_by <= :live
+
 -- name: select_host_lease_waiters
 SELECT key, owner, ticket, ask_by, since FROM host_lease_waiters ORDER BY key, ticket
