@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thresher.errors import PermanentError, ThresherError
-from thresher.frontier import InvalidURL, canonicalize, host_of, url_hash
+from thresher.frontier import InvalidURL, canonicalize, host_of, site_of, url_hash
 from thresher.frontier import canonical as canonical_module
-from thresher.frontier.canonical import _canonicalize
+from thresher.frontier.canonical import DEFAULT_PORTS, _canonicalize, plain_site
 
 
 @pytest.mark.parametrize(
@@ -173,3 +175,59 @@ def test_which_urls_are_taken_as_canonical(
 ) -> None:
     monkeypatch.setattr(canonical_module, "_canonicalize", lambda url: "full rules")
     assert (canonicalize(url) == url) is shortcut
+
+
+def _split_site(url: str) -> tuple[str, str, int] | str:
+    """What `site_of` answers by urlsplit alone (or the error it raises)."""
+    try:
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        if scheme not in DEFAULT_PORTS or not parts.hostname:
+            return "InvalidURL"
+        return scheme, parts.hostname, parts.port or DEFAULT_PORTS[scheme]
+    except ValueError as exc:
+        return type(exc).__name__
+
+
+def _site(url: str) -> tuple[str, str, int] | str:
+    try:
+        return site_of(url)
+    except (InvalidURL, ValueError) as exc:
+        return type(exc).__name__
+
+
+SITE_LABELS = st.sampled_from(["a", "z9", "x-y", "-", "", "127", "Ab", "u@h", "[::1]", "é", "_"])
+
+
+@settings(max_examples=1500)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTP", "ftp", ""]),
+    labels=st.lists(SITE_LABELS, min_size=1, max_size=3),
+    port=st.sampled_from(["", ":80", ":443", ":0", ":08", ":65535", ":65536", ":99999", ":x", ":"]),
+    rest=st.sampled_from(["", "/", "/p/1.html", "?q", "#f", "\t/", " /", "@h/", ":9/", "\\"]),
+)
+def test_hosts_and_sites_read_without_urlsplit_are_what_urlsplit_reads(
+    scheme: str, labels: list[str], port: str, rest: str
+) -> None:
+    """`host_of` and `site_of` skip urlsplit for plainly written hosts: the same answers."""
+    url = f"{scheme}://{'.'.join(labels)}{port}{rest}"
+    assert host_of(url) == (urlsplit(url).hostname or "")
+    assert _site(url) == _split_site(url)
+    assert (plain_site(url) is not None) <= (host_of(url) == ".".join(labels))
+
+
+@pytest.mark.parametrize(
+    ("url", "plain"),
+    [
+        ("http://127.0.0.5:46559/p/1004.html", True),
+        ("https://www.example.com", True),
+        ("http://example.com?q", True),
+        ("http://Example.com/", False),
+        ("http://u@example.com/", False),
+        ("http://[::1]/", False),
+        ("HTTP://example.com/", False),
+        ("http://example.com:x/", False),
+    ],
+)
+def test_which_hosts_are_read_without_urlsplit(url: str, plain: bool) -> None:
+    assert (plain_site(url) is not None) is plain

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from protego import Protego
 
-from thresher.frontier.canonical import DEFAULT_PORTS
+from thresher.frontier.canonical import DEFAULT_PORTS, plain_site
 from thresher.frontier.errors import InvalidURL
 
 __all__ = ["MAX_ROBOTS_BYTES", "RobotsCache", "Site", "robots_url", "site_of"]
@@ -44,6 +44,13 @@ Site = tuple[str, str, int]
 
 def site_of(url: str) -> Site:
     """The (scheme, lowercase host, port) that `url`'s robots.txt covers."""
+    m = plain_site(url)
+    if m is not None:
+        scheme, host, port = m.groups()
+        if port is None:
+            return scheme, host, DEFAULT_PORTS[scheme]
+        if int(port) <= 65535:  # else urlsplit's error, below
+            return scheme, host, int(port) or DEFAULT_PORTS[scheme]
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in DEFAULT_PORTS or not parts.hostname:
