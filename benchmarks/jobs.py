@@ -19,28 +19,27 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import importlib
 import json
 import os
 import platform
 import resource
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 import psycopg
 
-ROOT = Path(__file__).resolve().parent.parent
+# The modules shared by the benchmark scripts, from this folder (sys.path[0] when run).
+from benchlib import BenchError, child_env, raise_on_sigterm, thresher_cmd
+from benchpg import Postgres, postgres
+
 SOURCE = "bench"
 
 
@@ -76,10 +75,6 @@ class Result:
         return self.jobs_done / self.seconds
 
 
-class BenchError(Exception):
-    pass
-
-
 def expected_jobs(leaves: int, fanout: int) -> int:
     groups = -(-leaves // fanout)
     return 1 + groups + leaves + groups + 1  # root, groups, leaves, group commits, root commit
@@ -89,130 +84,7 @@ def expected_results(leaves: int, fanout: int) -> int:
     return leaves + -(-leaves // fanout) + 1  # every leaf and every commit writes one row
 
 
-# --- PostgreSQL -------------------------------------------------------------------------
-
-
-class Postgres:
-    """Where the PostgreSQL rows get their databases: a private server, or a given one."""
-
-    def __init__(self, admin_url: str, data_dir: Path | None, describe: str) -> None:
-        self.admin_url = admin_url
-        self.data_dir = data_dir  # known only for our own server: then we measure its CPU
-        self.describe = describe
-
-    @contextlib.contextmanager
-    def database(self) -> Iterator[str]:
-        name = f"thresher_bench_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"'.encode())
-        try:
-            yield self.admin_url.rsplit("/", 1)[0] + f"/{name}"
-        finally:
-            try:
-                with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                    conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
-            except psycopg.Error as exc:
-                print(f"\ncould not drop database {name}: {exc}", file=sys.stderr)
-
-    def cpu_seconds(self) -> float | None:
-        """CPU time of the server so far: the postmaster, the backends it has reaped, and
-        the processes it has now (backends, autovacuum, checkpointer, WAL writer…)."""
-        if self.data_dir is None:
-            return None
-        try:
-            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
-            total = _proc_ticks(pid, children=True)
-            for entry in Path("/proc").iterdir():
-                if entry.name.isdigit() and _ppid(int(entry.name)) == pid:
-                    total += _proc_ticks(int(entry.name), children=False)
-        except (OSError, ValueError, IndexError):
-            return None
-        return total / os.sysconf("SC_CLK_TCK")
-
-
-def _stat_fields(pid: int) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    # Fields after the command name, which is in parentheses and may hold spaces.
-    return text[text.rindex(")") + 2 :].split()
-
-
-def _ppid(pid: int) -> int | None:
-    try:
-        return int(_stat_fields(pid)[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _proc_ticks(pid: int, children: bool) -> int:
-    # stat(5): utime, stime, cutime, cstime are fields 14-17, i.e. 11-14 after the name.
-    try:
-        f = _stat_fields(pid)
-    except OSError:
-        return 0  # exited meanwhile: its time is in the postmaster's cutime by now
-    ticks = int(f[11]) + int(f[12])
-    if children:
-        ticks += int(f[13]) + int(f[14])
-    return ticks
-
-
-class _PgServer(Protocol):
-    """What we use of tests/pg.py's PgServer."""
-
-    url: str
-    data: Path
-
-    def start(self) -> object: ...
-
-    def stop(self) -> None: ...
-
-
-@contextlib.contextmanager
-def postgres() -> Iterator[Postgres]:
-    url = os.environ.get("THRESHER_BENCH_PG")
-    if url:
-        yield Postgres(url, None, _server_version(url) + " (THRESHER_BENCH_PG)")
-        return
-    # tests/pg.py is the tests' server fixture; importlib keeps the script checkable alone.
-    sys.path.insert(0, str(ROOT / "tests"))
-    pg_module = importlib.import_module("pg")
-    bindir: Path | None = pg_module.find_pg_bin()
-    if bindir is None:
-        raise BenchError(
-            "PostgreSQL is not installed (apt-get install postgresql), and THRESHER_BENCH_PG"
-            " is not set; run with --backend sqlite to skip the PostgreSQL rows"
-        )
-    server: _PgServer = pg_module.PgServer(bindir)
-    try:
-        server.start()
-        describe = (
-            _server_version(server.url)
-            + " (private server from tests/pg.py: fsync=off, synchronous_commit=off,"
-            " full_page_writes=off, otherwise default settings)"
-        )
-        yield Postgres(server.url, server.data, describe)
-    finally:
-        server.stop()
-
-
-def _server_version(url: str) -> str:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(b"SHOW server_version").fetchone()
-    return f"PostgreSQL {row[0] if row else '?'}"
-
-
 # --- running `thresher` -----------------------------------------------------------------
-
-
-def child_env() -> dict[str, str]:
-    # Settings come from our flags only, not from the THRESHER_* variables of this shell.
-    return {k: v for k, v in os.environ.items() if not k.startswith("THRESHER_")}
-
-
-def thresher_cmd(home: Path, db: str | None, *args: str) -> list[str]:
-    cmd = [sys.executable, "-m", "thresher", "--home", str(home)]
-    if db:
-        cmd += ["--db", db]
-    return [*cmd, *args]
 
 
 def thresher(home: Path, db: str | None, *args: str) -> str:
@@ -398,10 +270,6 @@ def table(results: Sequence[Result]) -> str:
     return "\n".join(lines)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     size = parser.add_mutually_exclusive_group()
@@ -420,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--jobs and --fanout must be positive")
     cases = [c for c in CASES if opts.backend in ("all", c.backend)]
 
-    signal.signal(signal.SIGTERM, _terminate)  # clean up on SIGTERM as on Ctrl-C
+    raise_on_sigterm()
     work = Path(tempfile.mkdtemp(prefix="thresher-bench-"))
     results: list[Result] = []
     load_before = os.getloadavg()[0]
@@ -429,7 +297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.ExitStack() as stack:
             pg = None
             if any(c.backend == "postgres" for c in cases):
-                pg = stack.enter_context(postgres())
+                missing = (
+                    "PostgreSQL is not installed (apt-get install postgresql), and"
+                    " THRESHER_BENCH_PG is not set; run with --backend sqlite to skip the"
+                    " PostgreSQL rows"
+                )
+                pg = stack.enter_context(postgres(missing, ", otherwise default settings"))
             for n, case in enumerate(cases, 1):
                 print(
                     f"[{n}/{len(cases)}] {case.backend}, {case.processes} process(es)"

@@ -1,6 +1,6 @@
 """What the benchmarks read from /proc about the processes they measure.
 
-Shared by crawl/run.py, mail/run.py and ingest/load.py, which import it by putting this
+Shared by the benchmark scripts, which import it (and benchlib.py) by putting this
 folder on sys.path (they are run as scripts). Peak memory is each process's own VmHWM,
 not wait4's ru_maxrss: Linux carries the high-water mark of the forking process over
 exec, so a child's ru_maxrss is never below the RSS of the script that started it.
@@ -8,10 +8,11 @@ exec, so a child's ru_maxrss is never below the RSS of the script that started i
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["descendants", "hwm_kib", "pss_kib", "rss_kib", "stat_fields"]
+__all__ = ["descendants", "hwm_kib", "pss_kib", "rss_kib", "stat_fields", "tree_cpu_seconds"]
 
 _PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -39,6 +40,16 @@ def descendants(root: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """User + system CPU so far of `root` and of each process now below it."""
+    total = 0
+    for pid in [root, *descendants(root)]:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            f = stat_fields(pid)
+            total += int(f[11]) + int(f[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _status_kib(pid: int, path: str, field: str) -> int:

@@ -36,7 +36,6 @@ import argparse
 import collections
 import contextlib
 import datetime
-import importlib
 import json
 import os
 import platform
@@ -50,7 +49,6 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import psycopg
@@ -58,19 +56,9 @@ from psycopg import sql as pgsql
 
 # The other benchmarks, from this folder (run as a script, it is sys.path[0] already).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ingest.run import (
-    HOSTS,
-    BenchError,
-    Nginx,
-    Postgres,
-    Site,
-    build_site,
-    check_store,
-    child_env,
-    free_port,
-    nginx,
-    thresher_cmd,
-)
+from benchlib import BenchError, child_env, free_port, raise_on_sigterm, thresher_cmd
+from benchpg import Postgres, server_version, tests_pg
+from ingest.run import HOSTS, Nginx, Site, build_site, check_store, nginx
 from jobs import expected_jobs, expected_results
 from procstats import stat_fields
 
@@ -85,12 +73,6 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 def _as_postgres() -> list[str]:
     # tests/pg.py runs the server as `postgres` when we are root (it refuses root).
     return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-
-
-def _server_version(url: str) -> str:
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(b"SHOW server_version").fetchone()
-    return f"PostgreSQL {row[0] if row else '?'}"
 
 
 def _pgss_ready(url: str) -> bool:
@@ -113,13 +95,11 @@ def postgres(statements: bool) -> Iterator[tuple[Postgres, bool]]:
     url = os.environ.get("THRESHER_BENCH_PG")
     if url:
         yield (
-            Postgres(url, None, _server_version(url) + " (THRESHER_BENCH_PG)"),
+            Postgres(url, None, server_version(url) + " (THRESHER_BENCH_PG)"),
             (statements and _pgss_ready(url)),
         )
         return
-    # tests/pg.py is the tests' server fixture; importlib keeps the script checkable alone.
-    sys.path.insert(0, str(ROOT / "tests"))
-    pg_module = importlib.import_module("pg")
+    pg_module = tests_pg()
     bindir: Path | None = pg_module.find_pg_bin()
     if bindir is None:
         raise BenchError("PostgreSQL is not installed (apt-get install postgresql)")
@@ -139,7 +119,7 @@ def postgres(statements: bool) -> Iterator[tuple[Postgres, bool]]:
             )  # fmt: skip
             ready = _pgss_ready(server.url)
         describe = (
-            _server_version(server.url)
+            server_version(server.url)
             + " (private server from tests/pg.py: fsync=off, synchronous_commit=off,"
             " full_page_writes=off, otherwise default settings"
             + (", pg_stat_statements loaded)" if ready else ")")
@@ -915,10 +895,6 @@ def sizes_table(sizes: dict[str, dict[str, int]], what: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _split(text: str) -> list[tuple[int, int]]:
     out = []
     for part in text.split(","):
@@ -963,7 +939,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--only: steps are {','.join(STEPS)}")
     ingest_rows, claim_rows = _split(opts.ingest_rows), _split(opts.claim_rows)
 
-    signal.signal(signal.SIGTERM, _terminate)  # clean up on SIGTERM as on Ctrl-C
+    raise_on_sigterm()
     work = Path(tempfile.mkdtemp(prefix="thresher-workers-"))
     work.chmod(0o755)  # nginx's worker runs as nobody
     load_before = os.getloadavg()

@@ -30,23 +30,30 @@ import re
 import resource
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any, ClassVar
 
-# The /proc readers shared by the benchmark scripts, from the folder above.
+# The modules shared by the benchmark scripts, from the folder above.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from procstats import descendants, hwm_kib, pss_kib, rss_kib, stat_fields
+from benchlib import (
+    BenchError,
+    bench_run,
+    child_env,
+    find_program,
+    free_port,
+    measure_tree,
+    nginx_process,
+    peer_venv,
+    thresher_version,
+)
+from procstats import tree_cpu_seconds
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -58,10 +65,6 @@ CRAWLERS = ("thresher", "thresher-1shard", "scrapy", "wget2")
 HOSTS = 20
 SEED = 20261130  # of the site's random generator: the same site on every run
 USER_AGENT = "thresher-crawl-bench/1"
-
-
-class BenchError(Exception):
-    pass
 
 
 # --- the site ---------------------------------------------------------------------------
@@ -192,60 +195,18 @@ def _page(
 # --- nginx ------------------------------------------------------------------------------
 
 
-def free_port(hosts: int) -> int:
-    """A TCP port that is free on every one of the site's addresses."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        try:
-            for h in range(2, hosts + 1):
-                with socket.socket() as s:
-                    s.bind((f"127.0.0.{h}", port))
-        except OSError:
-            continue
-        return port
-    raise BenchError("found no port free on all the loopback addresses")
-
-
-def find_program(name: str, package: str) -> str:
-    found = shutil.which(name) or (
-        f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").exists() else None
-    )
-    if found is None:
-        raise BenchError(f"{name} is not installed: apt-get install {package}")
-    return found
-
-
 @contextlib.contextmanager
 def nginx(site: Site, work: Path) -> Iterator[Nginx]:
     """A private nginx serving `site` on every host address; its own config and files in
     `work`. Its workers run as `nobody` when we are root, so the site is world-readable."""
-    binary = find_program("nginx", "nginx")
-    conf_dir = work / "nginx"
-    for sub in ("", "tmp"):
-        (conf_dir / sub).mkdir(parents=True, exist_ok=True)
-    for path in (work, site.docroot, conf_dir):
+    for path in (work, site.docroot):
         path.chmod(0o755)
-    status_port = free_port(1)
+    status_port = free_port()
     listens = "".join(
         f"        listen 127.0.0.{h}:{site.port};\n" for h in range(1, site.hosts + 1)
     )
-    temp = "".join(
-        f"    {kind}_temp_path {conf_dir / 'tmp' / kind};\n"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (conf_dir / "nginx.conf").write_text(
-        f"""# written by benchmarks/crawl/run.py
-daemon off;
-master_process on;
-worker_processes 1;
-pid {conf_dir / "nginx.pid"};
-error_log {conf_dir / "error.log"} warn;
-events {{ worker_connections 4096; }}
-http {{
-    access_log off;
-{temp}    types {{ text/html html; text/plain txt; }}
+    http = f"""    access_log off;
+    types {{ text/html html; text/plain txt; }}
     default_type application/octet-stream;
     charset utf-8;
     sendfile on;
@@ -260,43 +221,28 @@ http {{
         listen 127.0.0.1:{status_port};
         location / {{ stub_status; }}
     }}
-}}
 """
-    )
-    log = open(conf_dir / "stderr.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [binary, "-p", str(conf_dir), "-c", str(conf_dir / "nginx.conf"), "-e", "stderr"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        server = Nginx(proc, status_port, binary)
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                logs = [conf_dir / "stderr.log", conf_dir / "error.log"]
-                text = "".join(p.read_text(errors="replace") for p in logs if p.exists())
-                raise BenchError(f"nginx exited {proc.returncode}:\n{text}")
-            try:
-                server.requests()
-                for h in range(1, site.hosts + 1):
-                    socket.create_connection((f"127.0.0.{h}", site.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError("nginx did not start listening within 20 s") from None
-                time.sleep(0.05)
-        yield server
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGQUIT)  # graceful stop of master and workers
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
+
+    def ready() -> None:
+        served(status_port)
+        for h in range(1, site.hosts + 1):
+            socket.create_connection((f"127.0.0.{h}", site.port), timeout=1).close()
+
+    with nginx_process(work / "nginx", http, ready, connections=4096) as (proc, binary):
+        yield Nginx(proc, status_port, binary)
+
+
+def served(status_port: int) -> int:
+    """Requests nginx has served so far (stub_status), not counting this one."""
+    with socket.create_connection(("127.0.0.1", status_port), timeout=5) as s:
+        s.sendall(b"GET / HTTP/1.0\r\nHost: status\r\n\r\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    m = re.search(rb"\n\s*(\d+)\s+(\d+)\s+(\d+)\s*\n", data)
+    if not m:
+        raise OSError(f"unexpected stub_status answer: {data!r}")
+    return int(m.group(3)) - 1
 
 
 @dataclass
@@ -306,25 +252,11 @@ class Nginx:
     binary: str
 
     def requests(self) -> int:
-        """Requests served so far (stub_status), not counting this one."""
-        with socket.create_connection(("127.0.0.1", self.status_port), timeout=5) as s:
-            s.sendall(b"GET / HTTP/1.0\r\nHost: status\r\n\r\n")
-            data = b""
-            while chunk := s.recv(4096):
-                data += chunk
-        m = re.search(rb"\n\s*(\d+)\s+(\d+)\s+(\d+)\s*\n", data)
-        if not m:
-            raise OSError(f"unexpected stub_status answer: {data!r}")
-        return int(m.group(3)) - 1
+        return served(self.status_port)
 
     def cpu_seconds(self) -> float:
         """User + system CPU of the master and its workers (from /proc)."""
-        total = 0
-        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                f = stat_fields(pid)
-                total += int(f[11]) + int(f[12])
-        return total / os.sysconf("SC_CLK_TCK")
+        return tree_cpu_seconds(self.proc.pid)
 
 
 # --- measuring a crawler process tree ---------------------------------------------------
@@ -333,7 +265,7 @@ class Usage:
     seconds: float  # wall time, process start to exit
     cpu_user: float  # of the process and every descendant it waited for
     cpu_system: float
-    maxrss_kib: int  # ru_maxrss from wait4: at least this script's RSS (see run_measured)
+    maxrss_kib: int  # ru_maxrss from wait4: at least this script's RSS (see measure_tree)
     hwm_kib: int  # the largest VmHWM of a process of the tree, sampled every 0.05 s
     tree_rss_kib: int  # peak of the summed RSS of the live tree, sampled likewise
     tree_pss_kib: int  # peak of the summed PSS of the live tree, sampled likewise
@@ -354,63 +286,26 @@ class Usage:
 def run_measured(
     cmd: Sequence[str], cwd: Path, log: Path, timeout: float, env: dict[str, str] | None = None
 ) -> Usage:
-    """Run `cmd` to its end; wall time, CPU and memory of it and its descendants.
-
-    A thread waits for the process (wait4 gives its rusage and stops the clock at once)
-    while this one samples the tree every 0.05 s.
-
-    Memory is the sampled VmHWM, not wait4's ru_maxrss: Linux's ru_maxrss of an exec'd
-    child starts from the RSS of the process it was forked from (the high-water mark
-    survives exec), so it would report this script's RSS for any smaller crawler. VmHWM is
-    the running program's own peak; sampling misses only growth in the last 0.05 s."""
+    """Run `cmd` to its end, its output in `log`; wall time, CPU and memory of it and its
+    descendants (see benchlib.measure_tree)."""
     with open(log, "wb") as out:
         started = time.perf_counter()
         proc = subprocess.Popen(
             list(cmd), cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env,
             start_new_session=True,
         )  # fmt: skip
-    ended: list[tuple[float, int, resource.struct_rusage]] = []
-
-    def reap() -> None:
-        _, status, usage = os.wait4(proc.pid, 0)
-        ended.append((time.perf_counter(), status, usage))
-
-    waiter = threading.Thread(target=reap, daemon=True)
-    waiter.start()
-    tree_rss = tree_pss = hwm = 0
-    most = 1
-    try:
-        while waiter.is_alive():
-            if time.perf_counter() - started > timeout:
-                raise BenchError(f"{cmd[0]} took longer than {timeout:.0f} s; see {log}")
-            tree = [proc.pid, *descendants(proc.pid)]
-            hwm = max(hwm, *(hwm_kib(p) for p in tree))
-            tree_rss = max(tree_rss, sum(rss_kib(p) for p in tree))
-            if len(tree) > 1:  # one process: its VmHWM is its peak, no need for PSS
-                tree_pss = max(tree_pss, sum(pss_kib(p) for p in tree))
-            most = max(most, len(tree))
-            waiter.join(0.05)
-    finally:
-        if waiter.is_alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            waiter.join()
-    end, status, usage = ended[0]
-    seconds = end - started
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    # Descendants that outlive the crawler (none should) would escape the CPU figure.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    too_long = f"{cmd[0]} took longer than {timeout:.0f} s; see {log}"
+    m = measure_tree(proc, started, timeout, too_long)
     return Usage(
-        seconds=seconds,
-        cpu_user=usage.ru_utime,
-        cpu_system=usage.ru_stime,
-        maxrss_kib=usage.ru_maxrss,
-        hwm_kib=hwm,
-        tree_rss_kib=tree_rss,
-        tree_pss_kib=tree_pss,
-        processes=most,
-        returncode=proc.returncode,
+        seconds=m.seconds,
+        cpu_user=m.rusage.ru_utime,
+        cpu_system=m.rusage.ru_stime,
+        maxrss_kib=m.rusage.ru_maxrss,
+        hwm_kib=m.hwm_kib,
+        tree_rss_kib=m.tree_rss_kib,
+        tree_pss_kib=m.tree_pss_kib,
+        processes=m.processes,
+        returncode=m.returncode,
     )
 
 
@@ -468,11 +363,6 @@ class Crawler:
         raise NotImplementedError
 
 
-def child_env() -> dict[str, str]:
-    # Settings come from our flags only, not from the THRESHER_* variables of this shell.
-    return {k: v for k, v in os.environ.items() if not k.startswith("THRESHER_")}
-
-
 class Thresher(Crawler):
     extra_args: ClassVar[list[str]] = []  # --thresher-args, for experiments
 
@@ -494,29 +384,7 @@ class Thresher(Crawler):
         return None if proc.returncode == 0 else "this thresher has no `crawl` command yet"
 
     def version(self) -> str:
-        found = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import os, thresher; print(os.path.dirname(thresher.__file__))",
-            ],
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        where = found.stdout.strip()
-        commit = subprocess.run(
-            ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "-C", where, "status", "--porcelain", "--untracked-files=no", "--", "."],
-            capture_output=True,
-            text=True,
-        )
-        if commit.returncode != 0:
-            return f"from {where}"
-        return f"commit {commit.stdout.strip()}" + (" + changes" if dirty.stdout.strip() else "")
+        return thresher_version()
 
     def command(self, crawl: Crawl) -> tuple[list[str], dict[str, str] | None]:
         pages = crawl.site.pages
@@ -595,14 +463,7 @@ class Scrapy(Crawler):
         return PEERS_VENV / "bin" / "python"
 
     def available(self) -> str | None:
-        check = [str(self.python), "-c", "import scrapy"]
-        if not self.python.exists() or subprocess.run(check, capture_output=True).returncode:
-            print(f"installing {SCRAPY_REQUIREMENT} into {PEERS_VENV} …", file=sys.stderr)
-            subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
-            pip = [str(self.python), "-m", "pip", "install", "-q", SCRAPY_REQUIREMENT]
-            if subprocess.run(pip).returncode:
-                return f"could not install {SCRAPY_REQUIREMENT} into {PEERS_VENV}"
-        return None
+        return peer_venv(PEERS_VENV, SCRAPY_REQUIREMENT, "import scrapy")
 
     def version(self) -> str:
         out = subprocess.run(
@@ -792,10 +653,6 @@ def targets(rows: Sequence[Row]) -> list[str]:
     return out
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--pages", type=int, default=20000, help="pages in the site (20000)")
@@ -827,12 +684,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.concurrency < 1:
         parser.error("--concurrency must be positive")
 
-    signal.signal(signal.SIGTERM, _terminate)
-    work = Path(tempfile.mkdtemp(prefix="thresher-crawl-bench-"))
     rows: list[Row] = []
     skipped: dict[str, str] = {}
-    status = 0
-    try:
+    with bench_run("thresher-crawl-bench-", opts.keep) as run:
+        work = run.work
         crawlers = []
         for name in names:
             why = ALL[name].available()
@@ -904,7 +759,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print()
         for r in rows:
             if r.pages != site.pages or r.missing or r.extra:
-                status = 1
+                run.status = 1
                 print(f"{r.crawler} did not fetch exactly the site's pages: {r.pages} fetched")
                 if r.missing:
                     print(f"  {len(r.missing)} missing, e.g. {', '.join(r.missing[:3])}")
@@ -953,18 +808,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + "\n"
         )
         print(f"\nwritten to {opts.results}", file=sys.stderr)
-    except BenchError as exc:
-        print(f"\nbenchmark failed: {exc}", file=sys.stderr)
-        status = 1
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        status = 130
-    finally:
-        if opts.keep:
-            print(f"work folder kept: {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    return status
+    return run.status
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import collections
 import contextlib
 import datetime
 import hashlib
-import importlib
 import json
 import math
 import multiprocessing
@@ -46,26 +45,33 @@ import random
 import resource
 import shlex
 import shutil
-import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 from urllib.parse import urljoin, urlsplit
 
-# The /proc readers shared by the benchmark scripts, from the folder above.
+# The modules shared by the benchmark scripts, from the folder above.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from procstats import descendants, hwm_kib, pss_kib, stat_fields
+from benchlib import (
+    BenchError,
+    bench_run,
+    child_env,
+    find_program,
+    free_port,
+    measure_tree,
+    nginx_process,
+    thresher_cmd,
+    thresher_version,
+)
+from benchpg import Postgres, postgres, tests_pg
+from procstats import tree_cpu_seconds
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -74,10 +80,6 @@ HOSTS = 20
 SEED = 20261202  # of the site's random generator: the same site on every run
 USER_AGENT = "thresher-ingest-bench/1"
 STEPS = ("sqlite", "postgres", "kill", "wget2")
-
-
-class BenchError(Exception):
-    pass
 
 
 # --- the site ---------------------------------------------------------------------------
@@ -497,31 +499,6 @@ def build_site(work: Path, port: int, requests: int, hosts: int = HOSTS) -> Site
 # --- nginx ------------------------------------------------------------------------------
 
 
-def free_port(hosts: int) -> int:
-    """A TCP port that is free on every one of the site's addresses."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = int(s.getsockname()[1])
-        try:
-            for h in range(2, hosts + 1):
-                with socket.socket() as s:
-                    s.bind((f"127.0.0.{h}", port))
-        except OSError:
-            continue
-        return port
-    raise BenchError("found no port free on all the loopback addresses")
-
-
-def find_program(name: str, package: str) -> str:
-    found = shutil.which(name) or (
-        f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").exists() else None
-    )
-    if found is None:
-        raise BenchError(f"{name} is not installed: apt-get install {package}")
-    return found
-
-
 @dataclass
 class Nginx:
     proc: subprocess.Popen[bytes]
@@ -541,44 +518,22 @@ class Nginx:
 
     def cpu_seconds(self) -> float:
         """User + system CPU of the master and its workers (from /proc)."""
-        total = 0
-        for pid in [self.proc.pid, *descendants(self.proc.pid)]:
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                f = stat_fields(pid)
-                total += int(f[11]) + int(f[12])
-        return total / os.sysconf("SC_CLK_TCK")
+        return tree_cpu_seconds(self.proc.pid)
 
 
 @contextlib.contextmanager
 def nginx(site: Site, work: Path) -> Iterator[Nginx]:
     """A private nginx serving `site` on every host address, with the site's 302 rules
     (a map from address + path to the target); config, pid and logs in `work`."""
-    binary = find_program("nginx", "nginx")
     conf_dir = work / "nginx"
-    for sub in ("", "tmp"):
-        (conf_dir / sub).mkdir(parents=True, exist_ok=True)
-    conf_dir.chmod(0o755)
     access_log = conf_dir / "access.log"
     listens = "".join(
         f"        listen 127.0.0.{h}:{site.port};\n" for h in range(1, site.hosts + 1)
     )
-    temp = "".join(
-        f"    {kind}_temp_path {conf_dir / 'tmp' / kind};\n"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (conf_dir / "nginx.conf").write_text(
-        f"""# written by benchmarks/ingest/run.py
-daemon off;
-master_process on;
-worker_processes 1;
-pid {conf_dir / "nginx.pid"};
-error_log {conf_dir / "error.log"} warn;
-events {{ worker_connections 4096; }}
-http {{
-    log_format bench '$server_addr $request_method $request_uri $status $body_bytes_sent';
+    http = f"""    log_format bench '$server_addr $request_method $request_uri $status $body_bytes_sent';
     access_log {access_log} bench;
     log_not_found off;
-{temp}    types {{ application/pdf pdf; text/plain txt; }}
+    types {{ application/pdf pdf; text/plain txt; }}
     default_type text/html;
     sendfile on;
     tcp_nopush on;
@@ -596,142 +551,28 @@ http {{
         location /download/ {{ default_type application/octet-stream; }}
         location /pdf/ {{ default_type application/pdf; }}
     }}
-}}
-"""
-    )
+"""  # noqa: E501
+    conf_dir.mkdir(parents=True, exist_ok=True)
     access_log.touch()
-    log = open(conf_dir / "stderr.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [binary, "-p", str(conf_dir), "-c", str(conf_dir / "nginx.conf"), "-e", "stderr"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                logs = [conf_dir / "stderr.log", conf_dir / "error.log"]
-                text = "".join(p.read_text(errors="replace") for p in logs if p.exists())
-                raise BenchError(f"nginx exited {proc.returncode}:\n{text}")
-            try:
-                for h in range(1, site.hosts + 1):
-                    socket.create_connection((f"127.0.0.{h}", site.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError("nginx did not start listening within 20 s") from None
-                time.sleep(0.05)
+
+    def ready() -> None:
+        for h in range(1, site.hosts + 1):
+            socket.create_connection((f"127.0.0.{h}", site.port), timeout=1).close()
+
+    with nginx_process(conf_dir, http, ready, connections=4096) as (proc, binary):
         yield Nginx(proc, binary, access_log)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGQUIT)  # graceful stop of master and workers
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
 
 
-# --- PostgreSQL (as benchmarks/jobs.py) -------------------------------------------------
-
-
-class _PgServer(Protocol):
-    """What we use of tests/pg.py's PgServer."""
-
-    url: str
-    data: Path
-
-    def start(self) -> object: ...
-
-    def stop(self) -> None: ...
+# --- PostgreSQL (benchpg.py) -----------------------------------------------------------
 
 
 def pg_available() -> bool:
     if os.environ.get("THRESHER_BENCH_PG"):
         return True
-    sys.path.insert(0, str(ROOT / "tests"))
-    return importlib.import_module("pg").find_pg_bin() is not None
+    return tests_pg().find_pg_bin() is not None
 
 
-@dataclass
-class Postgres:
-    admin_url: str
-    data_dir: Path | None  # known only for our own server: then we measure its CPU
-    describe: str
-
-    @contextlib.contextmanager
-    def database(self, keep: bool) -> Iterator[str]:
-        import psycopg
-
-        name = f"thresher_bench_ingest_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(self.admin_url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"'.encode())
-        try:
-            yield self.admin_url.rsplit("/", 1)[0] + f"/{name}"
-        finally:
-            if keep:
-                print(f"kept database {name}", file=sys.stderr)
-            else:
-                try:
-                    with psycopg.connect(self.admin_url, autocommit=True) as conn:
-                        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'.encode())
-                except psycopg.Error as exc:
-                    print(f"\ncould not drop database {name}: {exc}", file=sys.stderr)
-
-    def cpu_seconds(self) -> float | None:
-        """CPU time of the server so far: the postmaster, the backends it has reaped, and
-        the processes it has now."""
-        if self.data_dir is None:
-            return None
-        try:
-            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
-            f = stat_fields(pid)
-            ticks = sum(int(x) for x in f[11:15])
-            for child in descendants(pid):
-                with contextlib.suppress(OSError, ValueError, IndexError):
-                    c = stat_fields(child)
-                    ticks += int(c[11]) + int(c[12])
-        except (OSError, ValueError, IndexError):
-            return None
-        return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _server_version(url: str) -> str:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        row = conn.execute(b"SHOW server_version").fetchone()
-    return f"PostgreSQL {row[0] if row else '?'}"
-
-
-@contextlib.contextmanager
-def postgres() -> Iterator[Postgres]:
-    url = os.environ.get("THRESHER_BENCH_PG")
-    if url:
-        yield Postgres(url, None, _server_version(url) + " (THRESHER_BENCH_PG)")
-        return
-    # tests/pg.py is the tests' server fixture; importlib keeps the script checkable alone.
-    sys.path.insert(0, str(ROOT / "tests"))
-    pg_module = importlib.import_module("pg")
-    bindir: Path | None = pg_module.find_pg_bin()
-    if bindir is None:
-        raise BenchError("PostgreSQL is not installed (apt-get install postgresql); use --no-pg")
-    server: _PgServer = pg_module.PgServer(bindir)
-    try:
-        server.start()
-        describe = (
-            _server_version(server.url)
-            + " (private server from tests/pg.py: fsync=off, synchronous_commit=off,"
-            " full_page_writes=off)"
-        )
-        yield Postgres(server.url, server.data, describe)
-    finally:
-        server.stop()
-
-
-# --- measuring a process tree (as crawl/run.py) -----------------------------------------
+# --- measuring a process tree (with benchlib.measure_tree) ------------------------------
 
 
 @dataclass
@@ -762,9 +603,8 @@ def run_measured(
     kill_when: Callable[[], bool] | None = None,
 ) -> Usage:
     """Run `cmd` to its end (stdout to `out`, stderr to out + .log); wall time, CPU and
-    memory of it and its descendants. A thread waits for it (wait4 gives the rusage and
-    stops the clock at once) while this one samples the tree every 0.05 s and, if
-    `kill_when()` turns true, kills the process group with SIGKILL.
+    memory of it and its descendants (see benchlib.measure_tree, which kills the process
+    group with SIGKILL if `kill_when()` turns true).
 
     Memory is the sampled VmHWM, not wait4's ru_maxrss, which Linux carries over exec
     from this script (see benchmarks/README.md)."""
@@ -773,65 +613,21 @@ def run_measured(
         proc = subprocess.Popen(
             list(cmd), stdout=stdout, stderr=stderr, env=env, start_new_session=True
         )
-    ended: list[tuple[float, int, resource.struct_rusage]] = []
-
-    def reap() -> None:
-        _, status, usage = os.wait4(proc.pid, 0)
-        ended.append((time.perf_counter(), status, usage))
-
-    waiter = threading.Thread(target=reap, daemon=True)
-    waiter.start()
-    tree_pss = hwm = 0
-    most = 1
-    killed = False
-    try:
-        while waiter.is_alive():
-            if time.perf_counter() - started > timeout:
-                raise BenchError(f"{shlex.join(cmd)} took longer than {timeout:.0f} s")
-            tree = [proc.pid, *descendants(proc.pid)]
-            hwm = max(hwm, *(hwm_kib(p) for p in tree))
-            if len(tree) > 1:
-                tree_pss = max(tree_pss, sum(pss_kib(p) for p in tree))
-            most = max(most, len(tree))
-            if kill_when is not None and not killed and kill_when():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                killed = True
-            waiter.join(0.05)
-    finally:
-        if waiter.is_alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            waiter.join()
-    end, status, usage = ended[0]
-    # Descendants that outlive the process (none should) would escape the CPU figure.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    too_long = f"{shlex.join(cmd)} took longer than {timeout:.0f} s"
+    m = measure_tree(proc, started, timeout, too_long, kill_when)
     return Usage(
-        seconds=end - started,
-        cpu_user=usage.ru_utime,
-        cpu_system=usage.ru_stime,
-        hwm_kib=hwm,
-        tree_pss_kib=tree_pss,
-        processes=most,
-        returncode=os.waitstatus_to_exitcode(status),
-        killed=killed,
+        seconds=m.seconds,
+        cpu_user=m.rusage.ru_utime,
+        cpu_system=m.rusage.ru_stime,
+        hwm_kib=m.hwm_kib,
+        tree_pss_kib=m.tree_pss_kib,
+        processes=m.processes,
+        returncode=m.returncode,
+        killed=m.killed,
     )
 
 
 # --- Thresher ---------------------------------------------------------------------------
-
-
-def child_env() -> dict[str, str]:
-    # Settings come from our flags only, not from the THRESHER_* variables of this shell.
-    return {k: v for k, v in os.environ.items() if not k.startswith("THRESHER_")}
-
-
-def thresher_cmd(home: Path, db: str | None, *args: str) -> list[str]:
-    cmd = [sys.executable, "-m", "thresher", "--home", str(home)]
-    if db:
-        cmd += ["--db", db]
-    return [*cmd, *args]
 
 
 def run_cmd(home: Path, db: str | None, workers: int) -> list[str]:
@@ -839,28 +635,6 @@ def run_cmd(home: Path, db: str | None, workers: int) -> list[str]:
         home, db, "ingest", "run", "--allow-private", "--delay", "0",
         "-w", str(workers), "--json", "--no-progress",
     )  # fmt: skip
-
-
-def thresher_version() -> str:
-    found = subprocess.run(
-        [sys.executable, "-c", "import os, thresher; print(os.path.dirname(thresher.__file__))"],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    where = found.stdout.strip()
-    commit = subprocess.run(
-        ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    dirty = subprocess.run(
-        ["git", "-C", where, "status", "--porcelain", "--untracked-files=no", "--", "."],
-        capture_output=True,
-        text=True,
-    )
-    if commit.returncode != 0:
-        return f"from {where}"
-    return f"commit {commit.stdout.strip()}" + (" + changes" if dirty.stdout.strip() else "")
 
 
 class Store:
@@ -1306,10 +1080,6 @@ def table(rows: Sequence[Row], reference: Row | None, extra: Sequence[Row] = ())
     return "\n".join(lines)
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--requests", type=int, default=20000, help="requests in the dump (20000)")
@@ -1357,13 +1127,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--kill-backend postgres needs PostgreSQL")
     need_pg = "postgres" in steps or ("kill" in steps and opts.kill_backend == "postgres")
 
-    signal.signal(signal.SIGTERM, _terminate)
-    work = Path(tempfile.mkdtemp(prefix="thresher-ingest-bench-"))
     rows: list[Row] = []
     kill: KillTest | None = None
     problems: list[str] = []
-    status = 0
-    try:
+    with bench_run("thresher-ingest-bench-", opts.keep) as run:
+        work = run.work
         find_program("nginx", "nginx")
         if "wget2" in steps and shutil.which("wget2") is None:
             raise BenchError("wget2 is not installed: apt-get install wget2 (or leave out wget2)")
@@ -1383,7 +1151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_before = os.getloadavg()
         with contextlib.ExitStack() as stack:
             server = stack.enter_context(nginx(site, work))
-            pg = stack.enter_context(postgres()) if need_pg else None
+            missing = "PostgreSQL is not installed (apt-get install postgresql); use --no-pg"
+            pg = stack.enter_context(postgres(missing)) if need_pg else None
             bench = Bench(site, server, work, opts.workers, opts.timeout, opts.warc_check, pg)
             clean_statuses: dict[str, str] | None = None
             for n, step in enumerate(steps, 1):
@@ -1432,7 +1201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ).stderr.strip()
             pg_describe = pg.describe if pg else None
         load_after = os.getloadavg()
-        status = report(
+        run.status = report(
             opts,
             site,
             rows,
@@ -1443,18 +1212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             nginx_version,
             pg_describe,
         )
-    except BenchError as exc:
-        print(f"\nbenchmark failed: {exc}", file=sys.stderr)
-        status = 1
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        status = 130
-    finally:
-        if opts.keep:
-            print(f"work folder kept: {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    return status
+    return run.status
 
 
 def _statuses_of(site: Site) -> dict[str, str]:

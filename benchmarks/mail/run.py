@@ -31,25 +31,31 @@ import re
 import resource
 import shlex
 import shutil
-import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import ClassVar
 
-# The /proc readers shared by the benchmark scripts, from the folder above.
+# The modules shared by the benchmark scripts, from the folder above.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from procstats import descendants, hwm_kib, pss_kib
+from benchlib import (
+    BenchError,
+    bench_run,
+    child_env,
+    find_program,
+    free_port,
+    measure_tree,
+    nginx_process,
+    peer_venv,
+    thresher_version,
+)
 
 HERE = Path(__file__).resolve().parent
 PEERS_VENV = HERE / ".venv-peers"
@@ -64,10 +70,6 @@ MONTH_NAMES = (
     "January", "February", "March", "April", "May", "June", "July", "August", "September",
     "October", "November", "December",
 )  # fmt: skip
-
-
-class BenchError(Exception):
-    pass
 
 
 # --- the archive ------------------------------------------------------------------------
@@ -142,21 +144,6 @@ def build_archive(docroot: Path, port: int, months: list[str], per_month: int) -
 
 
 # --- nginx ------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def find_program(name: str, package: str) -> str:
-    found = shutil.which(name) or (
-        f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").exists() else None
-    )
-    if found is None:
-        raise BenchError(f"{name} is not installed: apt-get install {package}")
-    return found
 
 
 @dataclass(frozen=True)
@@ -241,28 +228,13 @@ class Nginx:
 def nginx(archive: Archive, work: Path) -> Iterator[Nginx]:
     """A private nginx serving the archive on 127.0.0.1; config, logs and pid in `work`.
     Its workers run as `nobody` when we are root, so the archive is world-readable."""
-    binary = find_program("nginx", "nginx")
-    conf_dir = work / "nginx"
-    (conf_dir / "tmp").mkdir(parents=True, exist_ok=True)
-    for path in (work, archive.docroot, conf_dir):
+    for path in (work, archive.docroot):
         path.chmod(0o755)
+    conf_dir = work / "nginx"
     access_log = conf_dir / "access.log"
-    temp = "".join(
-        f"    {kind}_temp_path {conf_dir / 'tmp' / kind};\n"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (conf_dir / "nginx.conf").write_text(
-        f"""# written by benchmarks/mail/run.py
-daemon off;
-master_process on;
-worker_processes 1;
-pid {conf_dir / "nginx.pid"};
-error_log {conf_dir / "error.log"} warn;
-events {{ worker_connections 1024; }}
-http {{
-    log_format bench '$request_method $uri $status $body_bytes_sent $bytes_sent';
+    http = f"""    log_format bench '$request_method $uri $status $body_bytes_sent $bytes_sent';
     access_log {access_log} bench;
-{temp}    types {{ text/html html; text/plain txt; application/gzip gz; }}
+    types {{ text/html html; text/plain txt; application/gzip gz; }}
     default_type application/octet-stream;
     sendfile on;
     tcp_nopush on;
@@ -273,44 +245,18 @@ http {{
         root {archive.docroot};
         index index.html;
     }}
-}}
 """
-    )
+    conf_dir.mkdir(parents=True, exist_ok=True)
     access_log.touch()
-    log = open(conf_dir / "stderr.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(
-        [binary, "-p", str(conf_dir), "-c", str(conf_dir / "nginx.conf"), "-e", "stderr"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            if proc.poll() is not None:
-                logs = [conf_dir / "stderr.log", conf_dir / "error.log"]
-                text = "".join(p.read_text(errors="replace") for p in logs if p.exists())
-                raise BenchError(f"nginx exited {proc.returncode}:\n{text}")
-            try:
-                socket.create_connection(("127.0.0.1", archive.port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise BenchError("nginx did not start listening within 20 s") from None
-                time.sleep(0.05)
+
+    def ready() -> None:
+        socket.create_connection(("127.0.0.1", archive.port), timeout=1).close()
+
+    with nginx_process(conf_dir, http, ready, connections=1024) as (proc, binary):
         yield Nginx(proc, binary, access_log)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGQUIT)  # graceful stop of master and workers
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        log.close()
 
 
-# --- measuring a process tree (as benchmarks/crawl/run.py) ------------------------------
+# --- measuring a process tree (with benchlib.measure_tree) ------------------------------
 
 
 @dataclass
@@ -318,7 +264,7 @@ class Usage:
     seconds: float  # wall time, process start to exit
     cpu_user: float  # of the process and every descendant it waited for
     cpu_system: float
-    maxrss_kib: int  # ru_maxrss from wait4: at least this script's RSS (see run_measured)
+    maxrss_kib: int  # ru_maxrss from wait4: at least this script's RSS (see measure_tree)
     hwm_kib: int  # the largest VmHWM of a process of the tree, sampled every 0.05 s
     tree_pss_kib: int  # peak of the summed PSS of the live tree, sampled likewise
     processes: int  # most processes alive at once in the tree (sampled)
@@ -343,16 +289,9 @@ def run_measured(
     env: dict[str, str] | None = None,
     stdout: Path | None = None,
 ) -> Usage:
-    """Run `cmd` to its end; wall time, CPU and memory of it and its descendants.
-
-    A thread waits for the process (wait4 gives its rusage and stops the clock at once)
-    while this one samples the tree every 0.05 s. Standard output goes to `stdout` when
-    given, else with standard error to `log`.
-
-    Memory is the sampled VmHWM, not wait4's ru_maxrss: Linux's ru_maxrss of an exec'd
-    child starts from the RSS of the process it was forked from (the high-water mark
-    survives exec), so it would report this script's RSS for any smaller tool. VmHWM is
-    the running program's own peak; sampling misses only growth in the last 0.05 s."""
+    """Run `cmd` to its end; wall time, CPU and memory of it and its descendants (see
+    benchlib.measure_tree). Standard output goes to `stdout` when given, else with
+    standard error to `log`."""
     with contextlib.ExitStack() as files:
         err = files.enter_context(open(log, "wb"))
         out = files.enter_context(open(stdout, "wb")) if stdout else err
@@ -361,44 +300,18 @@ def run_measured(
             list(cmd), cwd=cwd, stdout=out, stderr=err if stdout else subprocess.STDOUT,
             env=env, start_new_session=True,
         )  # fmt: skip
-    ended: list[tuple[float, int, resource.struct_rusage]] = []
-
-    def reap() -> None:
-        _, status, usage = os.wait4(proc.pid, 0)
-        ended.append((time.perf_counter(), status, usage))
-
-    waiter = threading.Thread(target=reap, daemon=True)
-    waiter.start()
-    tree_pss = hwm = 0
-    most = 1
-    try:
-        while waiter.is_alive():
-            if time.perf_counter() - started > timeout:
-                raise BenchError(f"{cmd[0]} took longer than {timeout:.0f} s; see {log}")
-            tree = [proc.pid, *descendants(proc.pid)]
-            hwm = max(hwm, *(hwm_kib(p) for p in tree))
-            if len(tree) > 1:
-                tree_pss = max(tree_pss, sum(pss_kib(p) for p in tree))
-            most = max(most, len(tree))
-            waiter.join(0.05)
-    finally:
-        if waiter.is_alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            waiter.join()
-    end, status, usage = ended[0]
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    with contextlib.suppress(ProcessLookupError):  # descendants that outlived it (none should)
-        os.killpg(proc.pid, signal.SIGKILL)
+    m = measure_tree(
+        proc, started, timeout, f"{cmd[0]} took longer than {timeout:.0f} s; see {log}"
+    )
     return Usage(
-        seconds=end - started,
-        cpu_user=usage.ru_utime,
-        cpu_system=usage.ru_stime,
-        maxrss_kib=usage.ru_maxrss,
-        hwm_kib=hwm,
-        tree_pss_kib=tree_pss,
-        processes=most,
-        returncode=proc.returncode,
+        seconds=m.seconds,
+        cpu_user=m.rusage.ru_utime,
+        cpu_system=m.rusage.ru_stime,
+        maxrss_kib=m.rusage.ru_maxrss,
+        hwm_kib=m.hwm_kib,
+        tree_pss_kib=m.tree_pss_kib,
+        processes=m.processes,
+        returncode=m.returncode,
     )
 
 
@@ -442,13 +355,6 @@ class Row:
     first: Harvest
     second: Harvest
     notes: list[str] = field(default_factory=list)
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    # Settings come from our flags only, not from the THRESHER_* variables of this shell.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("THRESHER_")}
-    env.update(extra)
-    return env
 
 
 class Tool:
@@ -503,23 +409,7 @@ class Thresher(Tool):
         return None
 
     def version(self) -> str:
-        found = subprocess.run(
-            [sys.executable, "-c",
-             "import os, thresher; print(os.path.dirname(thresher.__file__))"],
-            env=child_env(), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        where = found.stdout.strip()
-        commit = subprocess.run(
-            ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "-C", where, "status", "--porcelain", "--", "."],
-            capture_output=True,
-            text=True,
-        )
-        if commit.returncode != 0:
-            return f"from {where}"
-        return f"commit {commit.stdout.strip()}" + (" + changes" if dirty.stdout.strip() else "")
+        return thresher_version(untracked=True)
 
     def home(self, ctx: Context) -> Path:
         return ctx.out / "home"
@@ -610,14 +500,9 @@ class Perceval(Tool):
         return PEERS_VENV / "bin" / "python"
 
     def available(self) -> str | None:
-        check = [str(self.python), "-c", "import perceval.backends.core.pipermail"]
-        if not self.python.exists() or subprocess.run(check, capture_output=True).returncode:
-            print(f"installing {PERCEVAL_REQUIREMENT} into {PEERS_VENV} …", file=sys.stderr)
-            subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
-            pip = [str(self.python), "-m", "pip", "install", "-q", PERCEVAL_REQUIREMENT]
-            if subprocess.run(pip).returncode:
-                return f"could not install {PERCEVAL_REQUIREMENT} into {PEERS_VENV}"
-        return None
+        return peer_venv(
+            PEERS_VENV, PERCEVAL_REQUIREMENT, "import perceval.backends.core.pipermail"
+        )
 
     def version(self) -> str:
         out = subprocess.run(
@@ -822,10 +707,6 @@ def targets(rows: Sequence[Row]) -> list[str]:
     return out
 
 
-def _terminate(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--months", type=int, default=50, help="months in the archive (50)")
@@ -867,19 +748,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if months[-1] >= this_month:
         parser.error(f"the archive's last month, {months[-1]}, must be before {this_month}")
 
-    signal.signal(signal.SIGTERM, _terminate)
-    work = Path(tempfile.mkdtemp(prefix="thresher-mail-bench-"))
     rows: list[Row] = []
     skipped: dict[str, str] = {}
-    status = 0
-    try:
+    with bench_run("thresher-mail-bench-", opts.keep) as run:
+        work = run.work
         find_program("nginx", "nginx")
         tools = []
         for name in names:
             why = ALL[name].available()
             if why:
                 skipped[name] = why
-                status = 1
+                run.status = 1
                 print(f"skipping {name}: {why}", file=sys.stderr)
             else:
                 tools.append(ALL[name])
@@ -908,7 +787,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 except BenchError as exc:
                     print("failed", file=sys.stderr)
                     skipped[tool.name] = f"failed: {exc}"
-                    status = 1
+                    run.status = 1
                 if not opts.keep:
                     shutil.rmtree(work / tool.name, ignore_errors=True)
             nginx_version = subprocess.run(
@@ -934,7 +813,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(tables(rows, archive))
             print()
         lines, ok = checks(rows, archive)
-        status = status or (0 if ok else 1)
+        run.status = run.status or (0 if ok else 1)
         for line in lines:
             print(line)
         for r in rows:
@@ -993,18 +872,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + "\n"
         )
         print(f"\nwritten to {opts.results}", file=sys.stderr)
-    except BenchError as exc:
-        print(f"\nbenchmark failed: {exc}", file=sys.stderr)
-        status = 1
-    except KeyboardInterrupt:
-        print("\ninterrupted", file=sys.stderr)
-        status = 130
-    finally:
-        if opts.keep:
-            print(f"work folder kept: {work}", file=sys.stderr)
-        else:
-            shutil.rmtree(work, ignore_errors=True)
-    return status
+    return run.status
 
 
 if __name__ == "__main__":
