@@ -42,9 +42,8 @@ def thresher_cmd(home: Path, db: str | None, *args: str) -> list[str]:
     return [*cmd, *args]
 
 
-def thresher_version(untracked: bool = False) -> str:
-    """The commit of the thresher the children import, "+ changes" when its folder has
-    uncommitted ones (new files too if `untracked`), or where it is outside git."""
+def thresher_folder() -> str:
+    """The folder of the thresher package the children import."""
     found = subprocess.run(
         [sys.executable, "-c", "import os, thresher; print(os.path.dirname(thresher.__file__))"],
         env=child_env(),
@@ -52,7 +51,15 @@ def thresher_version(untracked: bool = False) -> str:
         text=True,
         timeout=60,
     )
-    where = found.stdout.strip()
+    if found.returncode != 0:
+        raise BenchError(f"cannot import thresher:\n{found.stderr}")
+    return found.stdout.strip()
+
+
+def thresher_version(untracked: bool = False) -> str:
+    """The commit of the thresher the children import, "+ changes" when its folder has
+    uncommitted ones (new files too if `untracked`), or where it is outside git."""
+    where = thresher_folder()
     commit = subprocess.run(
         ["git", "-C", where, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )

@@ -37,7 +37,7 @@ from typing import Any
 import psycopg
 
 # The modules shared by the benchmark scripts, from this folder (sys.path[0] when run).
-from benchlib import BenchError, child_env, raise_on_sigterm, thresher_cmd
+from benchlib import BenchError, child_env, raise_on_sigterm, thresher_cmd, thresher_folder
 from benchpg import Postgres, postgres
 
 SOURCE = "bench"
@@ -103,16 +103,7 @@ def thresher(home: Path, db: str | None, *args: str) -> str:
 
 def thresher_origin() -> str:
     """Which thresher the children run: its folder and, in a git checkout, the commit."""
-    found = subprocess.run(
-        [sys.executable, "-c", "import os, thresher; print(os.path.dirname(thresher.__file__))"],
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if found.returncode != 0:
-        raise BenchError(f"cannot import thresher:\n{found.stderr}")
-    where = found.stdout.strip()
+    where = thresher_folder()
 
     def git(*args: str) -> str | None:
         try:
