@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -139,3 +140,44 @@ def test_a_process_that_is_not_the_thresher_program_is_never_forked() -> None:
         assert set(descendants(os.getpid())) == before
     finally:
         release_prewarmed()
+
+
+@pytest.mark.slow
+def test_a_forked_shard_killed_mid_crawl_is_resumed_and_nothing_is_stored_twice(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """`kill -9` of one shard's process: its job is retried in a spawned process, which
+    resumes the shard from its last commit; the crawl ends complete and stored once."""
+    home = make_home("sqlite", tmp_path, request)
+    home.env["THRESHER_BACKOFF_BASE"] = "0.5"  # the retry comes soon
+    with SiteServer(hosts=4) as site:
+        seeds = build_site(site, pages_per_host=60)
+        site.latency = 0.02
+        expected = site.reachable(seeds)
+        proc = home.start(
+            "crawl", *seeds, "--allow-private", "--delay", "0", "--concurrency", "4",
+            "--json", "--scope", scope_of(site), "--shards", "2",
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        committed = 0
+        while committed < 40:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+            try:
+                rows = home.query("SELECT pages FROM crawl_runs")
+            except Exception:  # the database or its tables do not exist yet
+                continue
+            committed = int(rows[0]["pages"]) if rows else 0
+        victim = descendants(proc.pid)[0]
+        assert cmdline(victim) == cmdline(proc.pid)  # a fork
+        os.kill(victim, signal.SIGKILL)
+        out, err = proc.communicate(timeout=120)
+        hits = site.hit_counts()
+    assert proc.returncode == 0, err
+    summary = json.loads(out)
+    assert (summary["status"], summary["queued"]) == ("ok", 0), err
+    assert set(hits) == expected
+    uris = crawled(home.path, "*")
+    assert set(uris) == expected | {f"{site.base(i)}/robots.txt" for i in range(4)}
+    assert max(uris.values()) == 1  # the killed shard's uncommitted tail was cut off
