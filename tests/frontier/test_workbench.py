@@ -448,3 +448,21 @@ def test_a_fetch_handed_back_after_another_ended_keeps_that_ones_delay() -> None
     wb.on_side_fetch("a.example", 16.0)  # robots.txt fetched meanwhile: the clock moved
     wb.on_cancel(again)
     assert wb.turns("a.example")[0] == 21.0  # the side fetch's delay stands
+
+
+def test_a_withdrawn_fetch_leaves_the_workbench_and_gives_back_its_place() -> None:
+    """`on_withdraw`: the URL is not queued again (the crawl parks it until its site's
+    robots.txt is known again), the host's next fetch may start at once, and its place
+    under max_per_host is free for the URL when it comes back."""
+    wb = Workbench(Politeness(delay=5.0, max_per_host=2))
+    assert wb.add("http://a.example/1", 0, 0.0) and wb.add("http://a.example/2", 0, 0.0)
+    assert not wb.add("http://a.example/3", 0, 0.0)  # capped
+    first = take(wb, 0.0)
+    wb.on_withdraw(first)
+    second = take(wb, 0.0)  # no delay charged for the fetch that was not made
+    assert second.url == "http://a.example/2"
+    wb.on_done(second, 1.0, 200)
+    assert wb.next_fetch(1.0) is None  # the withdrawn URL is not back
+    assert wb.add(first.url, 0, 1.0)  # its place was given back
+    with pytest.raises(ValueError):
+        wb.on_withdraw(first)

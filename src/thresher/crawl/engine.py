@@ -363,10 +363,20 @@ class CrawlEngine:
         return cap is not None and self._finished_before + self._started >= cap
 
     def _start(self, fetch: Fetch) -> None:
-        allowed = self.robots.allowed(fetch.url, self.clock.now())
-        if allowed is None:  # the site's rules expired during the crawl: ask again first
-            self.workbench.on_cancel(fetch)
+        now = self.clock.now()
+        allowed = self.robots.allowed(fetch.url, now)
+        if allowed is None:
+            # The site's rules expired during the crawl (they last a day): its URLs wait
+            # for robots.txt again, as new ones do, and are admitted under the new rules.
+            self.workbench.on_withdraw(fetch)
+            h = url_hash(fetch.url)
+            self._waiting[_site_key(fetch.url)].append((fetch.url, h, fetch.depth))
             self._need_robots(fetch.url)
+            return
+        if not allowed:  # queued before robots.txt was fetched again, which forbids it
+            self.workbench.on_withdraw(fetch)
+            self.batch.counts["robots_excluded"] += 1
+            self.ledger.finish(self.batch, url_hash(fetch.url), "robots", now=now)
             return
         self._started += 1
         self._spawn(self._fetch(fetch))

@@ -171,6 +171,20 @@ class Workbench:
         self._queued += 1
         self._schedule(state)
 
+    def on_withdraw(self, fetch: Fetch) -> None:
+        """`fetch` was handed out but will not be made, and its URL leaves the workbench
+        (its site's robots.txt expired, or now forbids it): no politeness cost, and its
+        place under `max_per_host` is given back, so the URL may be added again."""
+        state = self._hosts.get(fetch.host)
+        if state is None or state.in_flight < 1:
+            raise ValueError(f"{fetch.url} is not in flight: on_withdraw once per fetch")
+        state.in_flight -= 1
+        self._in_flight -= 1
+        state.accepted -= 1
+        if state.moves == fetch.host_moves:
+            state.next_allowed = fetch.host_was_ready_at
+        self._schedule(state)
+
     def on_held(self, fetch: Fetch, until: float) -> None:
         """`fetch` was handed out but its host (or its address) is another worker's turn
         until `until`: put it back at the head of its queue, and the host waits for that."""
