@@ -1,6 +1,7 @@
 """What the tests of many workers share: their sources over the loopback sites, the
-pages their WARC files hold, the check of each host's delay in a server's log, and
-watching workers until their runs end, killing one on the way."""
+pages their WARC files hold, the check of each host's delay in a server's log, watching
+workers until their runs end, killing one on the way, and a crawl command's processes
+and progress."""
 
 from __future__ import annotations
 
@@ -114,3 +115,30 @@ def watch_workers(
                 return killed, killed_at
     finally:
         stop_workers(procs.values())
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and theirs (Linux's /proc children lists)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = [int(k) for k in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for kid in kids:
+            out += [kid, *descendants(kid)]
+    return out
+
+
+def wait_for_pages(home: Home, proc: subprocess.Popen[str], pages: int, deadline: float) -> None:
+    """Until the crawl `proc` runs has committed `pages` pages (it must not end first)."""
+    committed = 0
+    while committed < pages:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+        try:
+            rows = home.query("SELECT pages FROM crawl_runs")
+        except Exception:  # the database or its tables do not exist yet
+            continue
+        committed = int(rows[0]["pages"]) if rows else 0

@@ -12,24 +12,11 @@ from pathlib import Path
 
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import crawled, scope_of, stop_workers
+from fleet import crawled, descendants, scope_of, stop_workers, wait_for_pages
 
 from cli_proc import Home
 from conftest import new_pg_database
 from thresher.cli.crawl import _line
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes `pid` started, and theirs (Linux's /proc children lists)."""
-    out: list[int] = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            kids = [int(k) for k in (task / "children").read_text().split()]
-        except OSError:
-            continue
-        for kid in kids:
-            out += [kid, *descendants(kid)]
-    return out
 
 
 def make_home(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Home:
@@ -115,16 +102,7 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
         )
         proc = home.start(*args)
         deadline = time.monotonic() + 120
-        committed = 0
-        while committed < 60:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-            try:
-                rows = home.query("SELECT pages FROM crawl_runs")
-            except Exception:  # the database or its tables do not exist yet
-                continue
-            committed = int(rows[0]["pages"]) if rows else 0
+        wait_for_pages(home, proc, 60, deadline)
         children = descendants(proc.pid)
         assert len(children) >= (3 if shards == "3" else 0)  # a process per shard
         os.kill(proc.pid, stop)

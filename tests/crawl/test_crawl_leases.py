@@ -19,7 +19,6 @@ from cli_proc import Home
 from conftest import new_pg_database
 from thresher.clock import SystemClock
 from thresher.crawl import CrawlEngine, CrawlSettings
-from thresher.crawl.turns import STICKY_SECONDS
 from thresher.fetch.leases import HostLeases
 from thresher.store.aio import AsyncStore
 
@@ -125,8 +124,9 @@ def test_without_a_delay_a_crawl_holds_its_hosts_across_fetches(
     assert held == []  # every host handed back
     fetches = len(site.hits)  # pages, robots.txt and the flaky page's retry
     if sticky:
-        # Each host: robots.txt, then the pages, held again after every STICKY_SECONDS
-        # (a crawl under load can take longer than that).
-        assert takes <= 3 * (2 + seconds // STICKY_SECONDS), (takes, fetches, seconds)
+        # Each host: robots.txt, then its pages under one hold, taken again when its queue
+        # ran dry for a moment (early on, before its links are found) or after
+        # STICKY_SECONDS (a crawl under load): far fewer takes than fetches either way.
+        assert takes * 5 <= fetches, (takes, fetches, seconds)
     else:
         assert takes == fetches

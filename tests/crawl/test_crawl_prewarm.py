@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 from crawlsite import SiteServer, build_site
-from fleet import crawled, scope_of
-from test_crawl_cli import descendants, make_home
+from fleet import crawled, descendants, scope_of, wait_for_pages
+from test_crawl_cli import make_home
 
 from thresher.crawl.process import prewarm, release_prewarmed
 
@@ -159,16 +159,7 @@ def test_a_forked_shard_killed_mid_crawl_is_resumed_and_nothing_is_stored_twice(
             "--json", "--scope", scope_of(site), "--shards", "2",
         )  # fmt: skip
         deadline = time.monotonic() + 60
-        committed = 0
-        while committed < 40:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-            try:
-                rows = home.query("SELECT pages FROM crawl_runs")
-            except Exception:  # the database or its tables do not exist yet
-                continue
-            committed = int(rows[0]["pages"]) if rows else 0
+        wait_for_pages(home, proc, 40, deadline)
         victim = descendants(proc.pid)[0]
         assert cmdline(victim) == cmdline(proc.pid)  # a fork
         os.kill(victim, signal.SIGKILL)
