@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from thresher.childproc import spawn_pool
 from thresher.cli.main import main
 from thresher.runtime import GC_THRESHOLD
 
@@ -76,3 +77,17 @@ def test_the_program_keeps_free_heap_space_instead_of_trimming_it_each_time() ->
 
     assert keepcost("tuned") >= 2 << 20
     assert keepcost("plain") < 1 << 20  # glibc's default gives it back: the probe tells
+
+
+def _threshold() -> tuple[int, int, int]:
+    return gc.get_threshold()
+
+
+def test_spawned_children_tune_themselves_as_the_program_does() -> None:
+    """`childproc.spawn_pool`'s children (page parsing, mail parsing) run long too."""
+    pool = spawn_pool(1)
+    try:
+        assert pool.submit(_threshold).result(timeout=120) == GC_THRESHOLD
+    finally:
+        pool.shutdown()
+    assert gc.get_threshold() != GC_THRESHOLD  # this process is left alone
