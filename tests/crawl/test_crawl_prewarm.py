@@ -1,7 +1,8 @@
 """`thresher crawl --shards N` forks its shard processes first thing, before it has threads
-or a store (`thresher.crawl.process.prewarm`): they start crawling with every module
-imported. Forks no crawl takes are stopped, a dead one is replaced by a spawned process,
-and a test's own process is never forked."""
+or a store (`thresher.crawl.process.prewarm`), and so does `thresher run` for its sharded
+web sources: they start crawling with every module imported. Forks no crawl takes are
+stopped, a dead one is replaced by a spawned process, and a test's own process is never
+forked."""
 
 from __future__ import annotations
 
@@ -99,36 +100,45 @@ def test_forks_no_crawl_took_stop_when_released_or_when_the_command_ends() -> No
     assert len(got["at_exit"]) == 2 and gone(got["at_exit"])
 
 
-def test_a_fork_that_died_waiting_is_replaced_by_a_spawned_process(tmp_path: Path) -> None:
-    """`thresher run` takes the forks a sharded crawl left; here they were killed."""
+def test_a_fork_that_died_waiting_is_replaced_by_a_spawned_process(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The crawl goes to a spawned process at once, not to a job's retry."""
     script = """
-        import json, os, signal, sys
-        from thresher.cli.main import main
+        import asyncio, json, os, signal, sys
+        from pathlib import Path
+        from thresher.crawl import CrawlSettings
         from thresher.crawl import process
         from thresher.runtime import tune_process
-        home, url, scope = sys.argv[1:4]
+        from thresher.store import open_store
+        store_url, warc, seed, scope = sys.argv[1:5]
+        open_store(store_url).close()  # made and migrated, and closed before forking
         tune_process()
-        process.prewarm(2)
-        for child in process._forked:
-            os.kill(child.pid, signal.SIGKILL)
-        args = ["--home", home, "source", "add", "site", url, "--type", "web"]
-        for option in ("shards=2", "allow_private=true", "delay=0", f"scope={scope}"):
-            args += ["--option", option]
-        assert main(args) == 0
-        code = main(["--home", home, "run", "site", "--json"])
-        print(json.dumps({"code": code, "forks_left": len(process._forked)}))
+        process.prewarm(1)
+        pid = process._forked[0].pid
+        os.kill(pid, signal.SIGKILL)
+        while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
+            pass  # until it is dead (a zombie: not reaped yet)
+        settings = CrawlSettings(seeds=(seed,), scope=scope, delay=0.0, allow_private=True)
+        spec = process.ChildCrawl(
+            settings=settings, source="web", run=1, store_url=store_url, warc_dir=Path(warc),
+            job=None, owner=None, shard=None, shared_leases=False, lease_seconds=60.0,
+            log_level=20,
+        )
+        summary = asyncio.run(process.crawl_in_child(spec))
+        print(json.dumps({"pages": summary.pages, "forks_left": len(process._forked)}))
     """
     with SiteServer(hosts=2) as site:
         seeds = build_site(site, pages_per_host=10)
         expected = site.reachable(seeds[:1])
-        done = probe(script, str(tmp_path / "home"), seeds[0], scope_of(site))
+        warc = str(tmp_path / "warc" / "web")
+        done = probe(script, store_url, warc, seeds[0], scope_of(site))
         hits = site.hit_counts()
+    uris = crawled(tmp_path, "web")
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got == {"code": 0, "forks_left": 0}
-    assert "will be retried" not in done.stderr  # replaced at once, not by a job's retry
+    assert got["forks_left"] == 0
     assert set(hits) == expected  # robots.txt not counted
     assert all(n == 1 for u, n in hits.items() if not u.endswith("/flaky.html"))
-    uris = crawled(tmp_path / "home", "site")
     robots = {f"{site.base(i)}/robots.txt" for i in range(2)}
     assert set(uris) - robots == expected and max(uris.values()) == 1
 
@@ -172,3 +182,30 @@ def test_a_forked_shard_killed_mid_crawl_is_resumed_and_nothing_is_stored_twice(
     uris = crawled(home.path, "*")
     assert set(uris) == expected | {f"{site.base(i)}/robots.txt" for i in range(4)}
     assert max(uris.values()) == 1  # the killed shard's uncommitted tail was cut off
+
+
+def test_thresher_run_forks_the_shards_of_its_web_sources_too(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    home = make_home(backend, tmp_path, request)
+    with SiteServer(hosts=3) as site:
+        seeds = build_site(site, pages_per_host=30)
+        site.latency = 0.02
+        expected = site.reachable(seeds[:1])
+        options = ("shards=2", "allow_private=true", "delay=0", f"scope={scope_of(site)}")
+        home.run("source", "add", "site", seeds[0], "--type", "web",
+                 *(x for o in options for x in ("--option", o)))  # fmt: skip
+        proc = home.start("run", "site", "--json")
+        deadline = time.monotonic() + 60
+        while len(children := descendants(proc.pid)) < 2:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert [cmdline(c) for c in children] == [cmdline(proc.pid)] * 2
+        out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    assert json.loads(out.splitlines()[-1])["sources"][0]["outcome"] == "ok"
+    uris = crawled(home.path, "site")
+    assert set(uris) - {f"{site.base(i)}/robots.txt" for i in range(3)} == expected
+    assert max(uris.values()) == 1
+    assert gone(children)

@@ -27,8 +27,12 @@ from rich.progress import (
 
 from ..clock import SystemClock
 from ..config import Config
+from ..crawl.process import prewarm
+from ..crawl.settings import CrawlSettings
+from ..errors import ThresherError
 from ..jobs import Job
 from ..plan import ExecutionPlan, RunReport, parse_duration
+from ..sources.directory import list_sources
 from ..store.aio import AsyncStore
 from .app import App, setup_logging
 
@@ -193,6 +197,22 @@ def stop_on_signals(plan: ExecutionPlan, config: Config) -> Iterator[None]:
             loop.remove_signal_handler(sig)
 
 
+def _shards_to_start(app: App, names: tuple[str, ...]) -> int:
+    """The shard processes the web sources this run names will start, for `prewarm`."""
+    with app.store() as store, store.transaction(write=False) as tx:
+        sources = list_sources(tx)
+    total = 0
+    for source in sources:
+        if source.type != "web" or (names and source.name not in names):
+            continue
+        try:
+            shards = CrawlSettings.from_source(source.url, source.options).shards
+        except (ThresherError, ValueError):  # the run records what is wrong with it
+            continue
+        total += shards if shards > 1 else 0
+    return total
+
+
 @click.command("run")
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option(
@@ -232,6 +252,9 @@ def run_command(
     if detach and every:
         raise click.UsageError("--detach queues one run; schedule it with cron instead of --every")
     interval = parse_duration(every) if every else None
+    if not detach and interval is None:
+        # First, while this process has one thread (the store is opened and closed).
+        prewarm(_shards_to_start(app, names))
     config = app.with_flags(workers=workers, grace_seconds=grace_seconds)
     show = sys.stderr.isatty() if progress is None else progress
     console = Console(stderr=True) if show else None

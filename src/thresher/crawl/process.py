@@ -3,11 +3,11 @@
 One engine is one event loop, and its fetching, parsing and WARC writing share one
 core. A sharded crawl runs each shard's engine in a child process with its own connection
 to the store: spawned afresh, so nothing of the parent's loop, threads or connections is
-inherited — or, for the `thresher crawl` command, forked by `prewarm` before it has any,
-which saves the new interpreter's imports (0.2-0.3 s before the first fetch); either
-way the crawl reaches it pickled through a pipe and its summary comes back the same way;
-the parent keeps the job's lease alive with its heartbeat as for any job, and the child's
-commits check that lease, as the engine's always do.
+inherited — or, for the `thresher crawl` and `thresher run` commands, forked by `prewarm`
+before they have any, which saves the new interpreter's imports (0.2-0.3 s before the
+first fetch). Either way the crawl reaches it pickled through a pipe and its summary
+comes back the same way; the parent keeps the job's lease alive with its heartbeat as for
+any job, and the child's commits check that lease, as the engine's always do.
 
 Stopping: when the job is cancelled (SIGTERM or Ctrl-C of the worker, a hand-back) the
 parent sends SIGTERM, and the child stops the way an interrupted crawl does — it commits
@@ -230,7 +230,9 @@ def prewarm(count: int) -> None:
     Forking is safe only before the process has other threads, an event loop or a store
     connection, so call it first thing; it does nothing in a process that is not the
     `thresher` program (`thresher.runtime.tuned`), has other threads or cannot fork."""
-    if not tuned() or threading.active_count() != 1 or not hasattr(os, "pidfd_open"):
+    if count < 1 or not tuned() or threading.active_count() != 1:
+        return
+    if not hasattr(os, "pidfd_open"):  # not Linux: spawned processes will do
         return
     if not _forked:
         atexit.register(release_prewarmed)
