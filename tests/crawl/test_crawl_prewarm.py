@@ -14,12 +14,14 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 from crawlsite import SiteServer, build_site
 from fleet import crawled, descendants, scope_of, wait_for_pages
 from test_crawl_cli import make_home
 
+from cli_proc import Home
 from thresher.crawl.process import prewarm, release_prewarmed
 
 
@@ -46,6 +48,25 @@ def probe(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def start_sharded_crawl(home: Home, site: SiteServer, seeds: list[str]) -> Popen[str]:
+    return home.start(
+        "crawl", *seeds, "--allow-private", "--delay", "0", "--concurrency", "4",
+        "--json", "--scope", scope_of(site), "--shards", "2",
+    )  # fmt: skip
+
+
+def forked_shards(proc: Popen[str], count: int) -> list[int]:
+    """The `count` shard processes of the command `proc`, once started; each a fork: the
+    command's own command line, not `python -m thresher.crawl.process`."""
+    deadline = time.monotonic() + 60
+    while len(children := descendants(proc.pid)) < count:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert [cmdline(c) for c in children] == [cmdline(proc.pid)] * count
+    return children
+
+
 def test_the_crawl_command_runs_its_shards_in_processes_forked_from_it(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -54,17 +75,8 @@ def test_the_crawl_command_runs_its_shards_in_processes_forked_from_it(
         seeds = build_site(site, pages_per_host=30)
         site.latency = 0.02
         expected = site.reachable(seeds)
-        proc = home.start(
-            "crawl", *seeds, "--allow-private", "--delay", "0", "--concurrency", "4",
-            "--json", "--scope", scope_of(site), "--shards", "2",
-        )  # fmt: skip
-        deadline = time.monotonic() + 60
-        while len(children := descendants(proc.pid)) < 2:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        # Forked: the command's own command line, not `python -m thresher.crawl.process`.
-        assert [cmdline(c) for c in children] == [cmdline(proc.pid)] * 2
+        proc = start_sharded_crawl(home, site, seeds)
+        children = forked_shards(proc, 2)
         out, err = proc.communicate(timeout=120)
         hits = site.hit_counts()
     assert proc.returncode == 0, err
@@ -164,10 +176,7 @@ def test_a_forked_shard_killed_mid_crawl_is_resumed_and_nothing_is_stored_twice(
         seeds = build_site(site, pages_per_host=60)
         site.latency = 0.02
         expected = site.reachable(seeds)
-        proc = home.start(
-            "crawl", *seeds, "--allow-private", "--delay", "0", "--concurrency", "4",
-            "--json", "--scope", scope_of(site), "--shards", "2",
-        )  # fmt: skip
+        proc = start_sharded_crawl(home, site, seeds)
         deadline = time.monotonic() + 60
         wait_for_pages(home, proc, 40, deadline)
         victim = descendants(proc.pid)[0]
@@ -196,12 +205,7 @@ def test_thresher_run_forks_the_shards_of_its_web_sources_too(
         home.run("source", "add", "site", seeds[0], "--type", "web",
                  *(x for o in options for x in ("--option", o)))  # fmt: skip
         proc = home.start("run", "site", "--json")
-        deadline = time.monotonic() + 60
-        while len(children := descendants(proc.pid)) < 2:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        assert [cmdline(c) for c in children] == [cmdline(proc.pid)] * 2
+        children = forked_shards(proc, 2)
         out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     assert json.loads(out.splitlines()[-1])["sources"][0]["outcome"] == "ok"
