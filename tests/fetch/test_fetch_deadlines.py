@@ -1,0 +1,148 @@
+"""The fetcher's read and total timeouts (`thresher.fetch.deadlines`): one timer for every
+exchange in flight, cancelling exactly the silent or overlong ones, and never mistaking
+someone else's cancellation for a timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiohttp import web
+from fetch_servers import RawServer, raw_server, serve
+
+from thresher.fetch import Fetcher, FetchSettings, FetchTimeout
+from thresher.fetch.deadlines import READ_EXPIRED, TOTAL_EXPIRED, Deadlines
+
+
+async def _waiting(deadlines: Deadlines, ready: asyncio.Event, hear_every: float = 0) -> str:
+    """Run as a task: start an exchange and wait (hearing from the 'server' every
+    `hear_every` seconds if set) until cancelled; say why it was."""
+    exchange = deadlines.start()
+    deadlines.heard(asyncio.current_task())  # the request is sent
+    ready.set()
+    try:
+        while True:
+            await asyncio.sleep(hear_every or 60)
+            deadlines.heard(asyncio.current_task())
+    except asyncio.CancelledError:
+        assert exchange.expired is not None
+        return exchange.expired
+    finally:
+        deadlines.finish(exchange)
+
+
+def test_silence_and_length_are_cancelled_each_for_its_reason() -> None:
+    async def body() -> None:
+        deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.2, total_timeout=0.5)
+        ready = asyncio.Event()
+        started = time.monotonic()
+        silent = asyncio.create_task(_waiting(deadlines, ready))
+        chatty = asyncio.create_task(_waiting(deadlines, ready, hear_every=0.05))
+        assert await silent == READ_EXPIRED
+        assert 0.15 < time.monotonic() - started < 0.4
+        assert await chatty == TOTAL_EXPIRED
+        assert 0.45 < time.monotonic() - started < 0.8
+        # Nothing in flight: the timer's next check is its last.
+        await asyncio.sleep(0.3)
+        assert not deadlines.armed
+
+    asyncio.run(body())
+
+
+def test_a_finished_exchange_is_not_cancelled_and_the_timer_stops() -> None:
+    async def body() -> None:
+        deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.1, total_timeout=1)
+        for _ in range(3):
+            exchange = deadlines.start()
+            assert deadlines.armed
+            await asyncio.sleep(0.02)
+            deadlines.finish(exchange)
+        await asyncio.sleep(0.25)  # past every deadline: this task is not cancelled
+        assert exchange.expired is None
+        assert not deadlines.armed
+
+    asyncio.run(body())
+
+
+def test_an_unsent_request_is_not_silent_but_counts_towards_the_total() -> None:
+    async def unsent(deadlines: Deadlines) -> str:
+        exchange = deadlines.start()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            assert exchange.expired is not None
+            return exchange.expired
+        return "not cancelled"
+
+    async def body() -> None:
+        deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.05, total_timeout=0.3)
+        started = time.monotonic()
+        assert await unsent(deadlines) == TOTAL_EXPIRED
+        assert time.monotonic() - started > 0.25
+
+    asyncio.run(body())
+
+
+def test_closing_stops_the_timer() -> None:
+    async def body() -> None:
+        deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.05, total_timeout=1)
+        deadlines.start()
+        deadlines.close()
+        assert not deadlines.armed
+        await asyncio.sleep(0.1)  # not cancelled: nothing watches it any more
+
+    asyncio.run(body())
+
+
+def test_waiting_for_a_pooled_connection_is_not_silence() -> None:
+    # One connection, four requests each answered after 0.15 s: the last waits 0.45 s
+    # for the connection, longer than read_timeout, but the server is never silent for
+    # longer than 0.15 s once it has the request.
+    async def slow(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.15)
+        return web.Response(text="late but fine")
+
+    async def body() -> None:
+        settings = FetchSettings(allow_private=True, limit=1, read_timeout=0.3, total_timeout=5)
+        async with serve(slow) as base, Fetcher(settings) as fetcher:
+            answers = await asyncio.gather(*(fetcher.get(f"{base}/{n}") for n in range(4)))
+        assert [a.status for a in answers] == [200] * 4
+
+    asyncio.run(body())
+
+
+def test_someone_elses_cancellation_stays_a_cancellation() -> None:
+    async def hang(writer: asyncio.StreamWriter, server: RawServer) -> None:
+        await server.stop.wait()
+
+    async def body() -> None:
+        settings = FetchSettings(allow_private=True, read_timeout=0.2, total_timeout=5)
+        async with raw_server(hang) as server, Fetcher(settings) as fetcher:
+            task = asyncio.create_task(fetcher.get(server.base + "/"))
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            # The fetcher goes on timing the next exchange.
+            with pytest.raises(FetchTimeout, match="read_timeout"):
+                await fetcher.get(server.base + "/again")
+            server.stop.set()
+
+    asyncio.run(body())
+
+
+def test_the_fetcher_leaves_no_timer_behind() -> None:
+    async def hello(request: web.Request) -> web.Response:
+        return web.Response(text="hello")
+
+    async def body() -> None:
+        async with serve(hello) as base:
+            fetcher = Fetcher(FetchSettings(allow_private=True))
+            async with fetcher:
+                await fetcher.get(base + "/")
+                deadlines = fetcher._deadlines
+                assert deadlines is not None and deadlines.armed
+            assert not deadlines.armed
+
+    asyncio.run(body())
