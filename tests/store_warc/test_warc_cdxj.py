@@ -8,10 +8,13 @@ import io
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from warcio.statusandheaders import StatusAndHeaders  # type: ignore[import-untyped]
 from warcio.warcwriter import WARCWriter  # type: ignore[import-untyped]
 
 from thresher.store.cdxj import (
+    _surt_any,
     cdxj_line,
     cdxj_path,
     http_status_and_mime,
@@ -46,6 +49,72 @@ from thresher.store.cdxj import (
 )
 def test_surt(url: str, key: str) -> None:
     assert surt(url) == key
+
+
+# URLs near the fast path's edges: hosts that canonicalise away or to an IP, odd ports,
+# dot segments, doubled slashes, session ids, escapes, user info, queries.
+_HOSTS = st.sampled_from(
+    [
+        "example.com",
+        "WWW.Example.COM",
+        "www2.a.b",
+        "127.0.0.1",
+        "2130706433",
+        "0177.1",
+        "a..b",
+        ".",
+        "www.",
+        "-x-.org",
+        "xn--bcher-kva.de",
+        "user@h.org",
+        "h.org:",
+    ]
+)
+_PORTS = st.sampled_from(["", ":80", ":443", ":0", ":8080", ":65535", ":65536", ":99999"])
+_PATH = st.lists(
+    st.sampled_from(
+        [
+            "a",
+            "B",
+            ".",
+            "..",
+            "",
+            ".x",
+            "x.",
+            "%41",
+            "%2541",
+            "~u",
+            "(a(0123456789abcdef01234567))",
+            "p.aspx",
+            "@:;=",
+            "é",
+            "a b",
+        ]
+    ),
+    max_size=5,
+).map(lambda parts: "/".join(["", *parts]) if parts else "")
+_TAIL = st.sampled_from(["", "/", "?b=2&a=1", "#f", "?jsessionid=0123456789abcdef0123456789abcdef"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(["http", "https", "HTTP"]), _HOSTS, _PORTS, _PATH, _TAIL)
+@example("http", "example.com", "", "/A/", "")
+@example("http", "example.com", "", "/a//b", "")
+@example("http", "example.com", "", "/a/./b/..", "")
+@example("https", "example.com", ":443", "", "")
+def test_surt_fast_path_gives_the_general_key(
+    scheme: str, host: str, port: str, path: str, tail: str
+) -> None:
+    url = f"{scheme}://{host}{port}{path}{tail}"
+    try:
+        expected: str | type[ValueError] = _surt_any(url)
+    except ValueError:
+        expected = ValueError
+    try:
+        got: str | type[ValueError] = surt(url)
+    except ValueError:
+        got = ValueError
+    assert got == expected, url
 
 
 def test_surt_refuses_a_port_that_is_not_a_number() -> None:
