@@ -14,6 +14,7 @@ earlier runs'), so a page identical to an earlier one becomes a `revisit` record
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -120,6 +121,9 @@ class PageWriter:
 
 
 class Pages(Protocol):
+    process_now: Callable[[Exchange], Processed] | None
+    """`process` without a suspension point, if this kind of pages has one."""
+
     async def process(self, ex: Exchange) -> Processed: ...
 
     async def sync(self) -> WarcPosition: ...
@@ -136,6 +140,7 @@ class InlinePages:
 
     def __init__(self, setup: WarcSetup) -> None:
         self.writer = PageWriter(setup)
+        self.process_now: Callable[[Exchange], Processed] | None = self.writer.process
 
     async def process(self, ex: Exchange) -> Processed:
         return self.writer.process(ex)
@@ -178,6 +183,8 @@ def _child_close() -> list[str]:
 
 class ProcessPages:
     """Pages processed by one child process that owns the WARC writer."""
+
+    process_now: Callable[[Exchange], Processed] | None = None
 
     def __init__(self, setup: WarcSetup) -> None:
         self.pool = spawn_pool(1, _child_init, (setup,))
