@@ -146,3 +146,25 @@ def test_the_fetcher_leaves_no_timer_behind() -> None:
             assert not deadlines.armed
 
     asyncio.run(body())
+
+
+def test_a_timed_out_fetch_leaves_its_task_as_it_found_it() -> None:
+    # The deadline's cancellation is taken back: later timeouts in the same task (a
+    # worker's loop, say) still raise TimeoutError instead of cancelling the task.
+    async def hang(writer: asyncio.StreamWriter, server: RawServer) -> None:
+        await server.stop.wait()
+
+    async def body() -> None:
+        settings = FetchSettings(allow_private=True, read_timeout=0.1, total_timeout=5)
+        async with raw_server(hang) as server, Fetcher(settings) as fetcher:
+            for _ in range(2):
+                with pytest.raises(FetchTimeout):
+                    await fetcher.get(server.base + "/")
+                task = asyncio.current_task()
+                assert task is not None and task.cancelling() == 0
+                with pytest.raises(TimeoutError):
+                    async with asyncio.timeout(0.01):
+                        await asyncio.sleep(1)
+            server.stop.set()
+
+    asyncio.run(body())

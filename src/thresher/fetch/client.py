@@ -252,19 +252,19 @@ class Fetcher:
         resp: aiohttp.ClientResponse | None = None
         exchange = deadlines.start()
         try:
-            try:
-                resp = await session.get(target, headers=headers, allow_redirects=False)
-                exchange.heard = deadlines.time()
-                body = await self._read_body(resp, url, max_body, exchange)
-            finally:
-                deadlines.finish(exchange)
+            resp = await session.get(target, headers=headers, allow_redirects=False)
+            exchange.heard = deadlines.time()
+            body = await self._read_body(resp, url, max_body, exchange)
         except BaseException as exc:
+            deadlines.finish(exchange)
             if resp is not None:
                 resp.close()  # unread bytes may follow: the connection cannot be reused
+            # As asyncio.timeout does: the deadline's cancellation is taken back whatever
+            # became of it, and is a timeout unless someone else cancelled the task too.
             if (
                 exchange.expired is not None
-                and isinstance(exc, asyncio.CancelledError)
-                and exchange.task.uncancel() == 0  # nobody else cancelled it
+                and exchange.task.uncancel() == 0
+                and isinstance(exc, Exception | asyncio.CancelledError)
             ):
                 raise FetchTimeout(url, exchange.expired) from None
             if isinstance(exc, FetchError):
@@ -272,6 +272,9 @@ class Fetcher:
             if isinstance(exc, Exception):
                 raise _translate(exc, url) from exc
             raise  # cancelled: not ours to translate
+        deadlines.finish(exchange)
+        if exchange.expired is not None:  # expired as it ended, and the cancel was swallowed
+            exchange.task.uncancel()
         resp.release()
         encoding = resp.headers.getall("Content-Encoding", None)
         content, decode_error = await self._decode(body, encoding, url)
