@@ -34,7 +34,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -636,7 +636,22 @@ def table(rows: Sequence[Row], pages: int) -> str:
     return "\n".join(lines)
 
 
-def targets(rows: Sequence[Row]) -> list[str]:
+def rounds(runs: Mapping[str, Sequence[Row]], peer: str) -> str | None:
+    """How Thresher did against `peer` round by round (each round runs them one after the
+    other, so a slow moment of the machine falls on both), and best run against best run."""
+    ours, theirs = runs.get("thresher", ()), runs.get(peer, ())
+    if len(ours) < 2 or len(ours) != len(theirs):
+        return None
+    won = sum(a.usage.seconds < b.usage.seconds for a, b in zip(ours, theirs, strict=True))
+    best = min(r.usage.seconds for r in ours)
+    their_best = min(r.usage.seconds for r in theirs)
+    return (
+        f"faster than {peer} in {won} of {len(ours)} rounds; best runs {best:.1f} s against"
+        f" {their_best:.1f} s ({their_best / best:.2f}x its pages/s)"
+    )
+
+
+def targets(rows: Sequence[Row], runs: Mapping[str, Sequence[Row]]) -> list[str]:
     by_name = {r.crawler: r for r in rows}
     ours, scrapy, wget2 = (by_name.get(n) for n in ("thresher", "scrapy", "wget2"))
     if ours is None:
@@ -649,7 +664,10 @@ def targets(rows: Sequence[Row]) -> list[str]:
         out.append(f"peak RSS <= Scrapy's: {rss:.2f}x, {'met' if rss <= 1 else 'NOT met'}")
     if wget2 is not None:
         ratio = ours.rate / wget2.rate
-        out.append(f"pages/s >= wget2's: {ratio:.2f}x, {'met' if ratio >= 1 else 'NOT met'}")
+        verdict = "met" if ratio >= 1 else "NOT met"
+        line = f"pages/s >= wget2's: {ratio:.2f}x, {verdict} by the medians"
+        paired = rounds(runs, "wget2")
+        out.append(f"{line}; {paired}" if paired else line)
     return out
 
 
@@ -770,7 +788,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{r.crawler}: fetched exactly the site's {site.pages} pages ({how})")
             for note in r.notes:
                 print(f"{r.crawler}: {note}")
-        for line in targets(rows):
+        for line in targets(rows, runs):
             print(f"target: {line}")
         for name, why in skipped.items():
             print(f"{name}: not run, {why}")
@@ -789,6 +807,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "load_after": load_after[0],
                     "script_peak_rss_mib": own_rss,
                     "skipped": skipped,
+                    "targets": targets(rows, runs),
+                    "rounds_seconds": {
+                        name: [r.usage.seconds for r in done] for name, done in runs.items()
+                    },
                     "rows": [
                         {
                             **{k: v for k, v in asdict(r).items() if k not in ("missing", "extra")},
