@@ -41,6 +41,17 @@ def test_python_dash_m_works() -> None:
     assert proc.returncode == 0 and "thresher" in proc.stdout
 
 
+def test_the_commands_do_not_import_the_demo_server() -> None:
+    # Every command pays for what the CLI imports at start; the demo's web server and
+    # message generator are imported only when the demo runs.
+    code = (
+        "import sys, thresher.cli.main; "
+        "print(sorted(m for m in sys.modules if m == 'aiohttp.web' or 'demo' in m))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "['thresher.cli.demo']"
+
+
 def test_source_add_list_show_remove(store_url: str, tmp_path: Path) -> None:
     home = Home(tmp_path, None if store_url.startswith("sqlite") else store_url)
     out = home.run("source", "add", "b", "synthetic:x", "-o", "jobs=5")

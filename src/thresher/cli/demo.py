@@ -13,13 +13,12 @@ import asyncio
 import re
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from ..archives.demo import DemoArchive
-from ..archives.demo_messages import generate_messages, hostile_messages
 from ..archives.kinds import KINDS
 from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
@@ -27,6 +26,9 @@ from ..sources import add_source, get_source
 from ..store import Tx
 from .app import App, setup_logging
 from .run import run_plan
+
+if TYPE_CHECKING:
+    from ..archives.demo import DemoArchive
 
 __all__ = ["DEMO_LIST", "demo_command"]
 
@@ -57,6 +59,8 @@ def demo_months(now: float) -> list[str]:
 
 def build_archive(server: DemoArchive, now: float) -> None:
     """The same messages on every run (fixed seed), so a second run finds nothing new."""
+    from ..archives.demo_messages import generate_messages, hostile_messages
+
     months = demo_months(now)
     mail = generate_messages(DEMO_LIST, months, _PER_MONTH, seed=2024)
     # The broken mail real archives hold, in a closed month.
@@ -78,6 +82,10 @@ def demo_command(app: App, port: int) -> None:
     setup_logging(app.verbose, console)
     now = time.time()
     started = time.monotonic()
+    # Imported here: the demo server brings aiohttp's web server and the message
+    # generator, 35 ms that every other command would pay at start.
+    from ..archives.demo import DemoArchive
+
     server = DemoArchive(port)
     build_archive(server, now)
     try:
