@@ -253,7 +253,7 @@ class Fetcher:
         exchange = deadlines.start()
         try:
             resp = await session.get(target, headers=headers, allow_redirects=False)
-            exchange.heard = deadlines.time()
+            exchange.hear()
             body = await self._read_body(resp, url, max_body, exchange)
         except BaseException as exc:
             deadlines.finish(exchange)
@@ -310,9 +310,8 @@ class Fetcher:
         chunks: list[bytes] = []
         size = 0
         stream = resp.content
-        now = self._deadlines.time if self._deadlines is not None else time.monotonic
         while chunk := await stream.readany():
-            exchange.heard = now()
+            exchange.hear()
             size += len(chunk)
             if size > limit:
                 raise TooLarge(url, f"body exceeds max_body={limit}")
