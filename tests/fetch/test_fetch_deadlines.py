@@ -115,13 +115,15 @@ def test_waiting_for_a_pooled_connection_is_not_silence() -> None:
     asyncio.run(body())
 
 
-def test_someone_elses_cancellation_stays_a_cancellation() -> None:
-    async def hang(writer: asyncio.StreamWriter, server: RawServer) -> None:
-        await server.stop.wait()
+async def _hang(writer: asyncio.StreamWriter, server: RawServer) -> None:
+    """A raw server's answer: nothing, until the server stops."""
+    await server.stop.wait()
 
+
+def test_someone_elses_cancellation_stays_a_cancellation() -> None:
     async def body() -> None:
         settings = FetchSettings(allow_private=True, read_timeout=1, total_timeout=9)
-        async with raw_server(hang) as server, Fetcher(settings) as fetcher:
+        async with raw_server(_hang) as server, Fetcher(settings) as fetcher:
             task = asyncio.create_task(fetcher.get(server.base + "/"))
             await asyncio.sleep(0.05)
             task.cancel()
@@ -154,12 +156,9 @@ def test_the_fetcher_leaves_no_timer_behind() -> None:
 def test_a_timed_out_fetch_leaves_its_task_as_it_found_it() -> None:
     # The deadline's cancellation is taken back: later timeouts in the same task (a
     # worker's loop, say) still raise TimeoutError instead of cancelling the task.
-    async def hang(writer: asyncio.StreamWriter, server: RawServer) -> None:
-        await server.stop.wait()
-
     async def body() -> None:
         settings = FetchSettings(allow_private=True, read_timeout=0.1, total_timeout=5)
-        async with raw_server(hang) as server, Fetcher(settings) as fetcher:
+        async with raw_server(_hang) as server, Fetcher(settings) as fetcher:
             for _ in range(2):
                 with pytest.raises(FetchTimeout):
                     await fetcher.get(server.base + "/")
