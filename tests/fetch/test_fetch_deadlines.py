@@ -5,6 +5,7 @@ someone else's cancellation for a timeout."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -83,6 +84,43 @@ def test_an_unsent_request_is_not_silent_but_counts_towards_the_total() -> None:
         started = time.monotonic()
         assert await unsent(deadlines) == TOTAL_EXPIRED
         assert time.monotonic() - started > 0.25
+
+    asyncio.run(body())
+
+
+async def _unsent_then_sent(deadlines: Deadlines, send_after: float) -> str:
+    """Run as a task: an exchange whose request goes out after `send_after` seconds (as
+    one waiting for a pooled connection) and which then hears nothing; why it expired."""
+    exchange = deadlines.start()
+    try:
+        await asyncio.sleep(send_after)
+        exchange.hear()
+        await asyncio.sleep(60)
+    except asyncio.CancelledError:
+        if exchange.expired is None:
+            raise
+        return exchange.expired
+    return "not cancelled"
+
+
+def test_silence_is_caught_in_time_while_an_unsent_request_waits() -> None:
+    # Once only unsent exchanges are in flight, the timer is set for their total; an
+    # exchange sent later, or another starting, must still be cut read_timeout after
+    # its last news, not when the long total comes.
+    async def body() -> None:
+        deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.2, total_timeout=30)
+        started = time.monotonic()
+        late = asyncio.create_task(_unsent_then_sent(deadlines, send_after=0.4))
+        waiting = asyncio.create_task(_unsent_then_sent(deadlines, send_after=60))
+        await asyncio.sleep(0.5)
+        other = asyncio.create_task(_unsent_then_sent(deadlines, send_after=0))
+        assert await late == READ_EXPIRED
+        assert 0.59 < time.monotonic() - started < 3
+        assert await other == READ_EXPIRED
+        assert 0.69 < time.monotonic() - started < 3
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
 
     asyncio.run(body())
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
 
 __all__ = ["Deadlines", "Exchange"]
 
@@ -32,18 +31,21 @@ class Exchange:
     infinity: the request is not sent yet, so no silence counts, as while it waits for a
     pooled connection), and once a deadline passed, why it was cancelled."""
 
-    __slots__ = ("_time", "expired", "heard", "started", "task")
+    __slots__ = ("_owner", "expired", "heard", "started", "task")
 
-    def __init__(self, task: asyncio.Task[object], time: Callable[[], float]) -> None:
+    def __init__(self, owner: Deadlines, task: asyncio.Task[object]) -> None:
+        self._owner = owner
         self.task = task
-        self._time = time
-        self.started = time()
+        self.started = owner.time()
         self.heard = math.inf
         self.expired: str | None = None
 
     def hear(self) -> None:
         """The request is sent, or the server sent something: silence counts from now."""
-        self.heard = self._time()
+        now = self._owner.time()
+        if self.heard == math.inf:  # just sent: the timer may be set for later than this
+            self._owner.arm(now + self._owner.read_timeout)
+        self.heard = now
 
 
 class Deadlines:
@@ -51,9 +53,10 @@ class Deadlines:
     `read_timeout` seconds or running for `total_timeout` seconds (loop time)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout: float, total_timeout: float):
+        self.time = loop.time
+        self.read_timeout = read_timeout
+        self.total_timeout = total_timeout
         self._loop = loop
-        self._read = read_timeout
-        self._total = total_timeout
         self._live: dict[asyncio.Task[object], Exchange] = {}
         self._timer: asyncio.TimerHandle | None = None
 
@@ -68,12 +71,18 @@ class Deadlines:
         task = asyncio.current_task(self._loop)
         if task is None:
             raise RuntimeError("a fetch must run in a task")
-        exchange = self._live[task] = Exchange(task, self._loop.time)
-        if self._timer is None:
-            self._timer = self._loop.call_at(
-                exchange.started + min(self._read, self._total), self._check
-            )
+        exchange = self._live[task] = Exchange(self, task)
+        self.arm(exchange.started + self.total_timeout)
         return exchange
+
+    def arm(self, when: float) -> None:
+        """Check no later than `when` (loop time). Usually a comparison: the timer is set
+        for the earliest deadline in flight, and a new one comes later."""
+        timer = self._timer
+        if timer is None or timer.when() > when:
+            if timer is not None:
+                timer.cancel()
+            self._timer = self._loop.call_at(when, self._check)
 
     def heard(self, task: asyncio.Task[object] | None) -> None:
         """`Exchange.hear` for `task`'s exchange, if it has one in flight."""
@@ -95,11 +104,11 @@ class Deadlines:
 
     def _check(self) -> None:
         self._timer = None
-        now = self._loop.time()
+        now = self.time()
         due = math.inf
         for exchange in list(self._live.values()):
-            silent_until = exchange.heard + self._read
-            over_at = exchange.started + self._total
+            silent_until = exchange.heard + self.read_timeout
+            over_at = exchange.started + self.total_timeout
             if over_at <= now or silent_until <= now:
                 exchange.expired = TOTAL_EXPIRED if over_at <= now else READ_EXPIRED
                 del self._live[exchange.task]
