@@ -16,18 +16,20 @@ from thresher.fetch import Fetcher, FetchSettings, FetchTimeout
 from thresher.fetch.deadlines import READ_EXPIRED, TOTAL_EXPIRED, Deadlines
 
 
-async def _waiting(deadlines: Deadlines, ready: asyncio.Event, hear_every: float = 0) -> str:
-    """Run as a task: start an exchange and wait (hearing from the 'server' every
-    `hear_every` seconds if set) until cancelled; say why it was."""
+async def _exchange(deadlines: Deadlines, send_after: float = 0, hear_every: float = 60) -> str:
+    """An exchange whose request goes out after `send_after` seconds (as one waiting for
+    a pooled connection), which then hears from the server every `hear_every` seconds;
+    why it expired. Run as a task of its own, or awaited by the task it times."""
     exchange = deadlines.start()
-    deadlines.heard(asyncio.current_task())  # the request is sent
-    ready.set()
     try:
+        await asyncio.sleep(send_after)
+        exchange.hear()
         while True:
-            await asyncio.sleep(hear_every or 60)
-            deadlines.heard(asyncio.current_task())
+            await asyncio.sleep(hear_every)
+            exchange.hear()
     except asyncio.CancelledError:
-        assert exchange.expired is not None
+        if exchange.expired is None:
+            raise
         return exchange.expired
     finally:
         deadlines.finish(exchange)
@@ -38,10 +40,9 @@ def test_silence_and_length_are_cancelled_each_for_its_reason() -> None:
         # Bounds wide enough for a loaded machine's late timers; the reasons tell the
         # two deadlines apart.
         deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.2, total_timeout=1.0)
-        ready = asyncio.Event()
         started = time.monotonic()
-        silent = asyncio.create_task(_waiting(deadlines, ready))
-        chatty = asyncio.create_task(_waiting(deadlines, ready, hear_every=0.05))
+        silent = asyncio.create_task(_exchange(deadlines))
+        chatty = asyncio.create_task(_exchange(deadlines, hear_every=0.05))
         assert await silent == READ_EXPIRED
         assert 0.19 < time.monotonic() - started < 0.9
         assert await chatty == TOTAL_EXPIRED
@@ -70,37 +71,13 @@ def test_a_finished_exchange_is_not_cancelled_and_the_timer_stops() -> None:
 
 
 def test_an_unsent_request_is_not_silent_but_counts_towards_the_total() -> None:
-    async def unsent(deadlines: Deadlines) -> str:
-        exchange = deadlines.start()
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            assert exchange.expired is not None
-            return exchange.expired
-        return "not cancelled"
-
     async def body() -> None:
         deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.05, total_timeout=0.3)
         started = time.monotonic()
-        assert await unsent(deadlines) == TOTAL_EXPIRED
+        assert await _exchange(deadlines, send_after=60) == TOTAL_EXPIRED
         assert time.monotonic() - started > 0.25
 
     asyncio.run(body())
-
-
-async def _unsent_then_sent(deadlines: Deadlines, send_after: float) -> str:
-    """Run as a task: an exchange whose request goes out after `send_after` seconds (as
-    one waiting for a pooled connection) and which then hears nothing; why it expired."""
-    exchange = deadlines.start()
-    try:
-        await asyncio.sleep(send_after)
-        exchange.hear()
-        await asyncio.sleep(60)
-    except asyncio.CancelledError:
-        if exchange.expired is None:
-            raise
-        return exchange.expired
-    return "not cancelled"
 
 
 def test_silence_is_caught_in_time_while_an_unsent_request_waits() -> None:
@@ -110,10 +87,10 @@ def test_silence_is_caught_in_time_while_an_unsent_request_waits() -> None:
     async def body() -> None:
         deadlines = Deadlines(asyncio.get_running_loop(), read_timeout=0.2, total_timeout=30)
         started = time.monotonic()
-        late = asyncio.create_task(_unsent_then_sent(deadlines, send_after=0.4))
-        waiting = asyncio.create_task(_unsent_then_sent(deadlines, send_after=60))
+        late = asyncio.create_task(_exchange(deadlines, send_after=0.4))
+        waiting = asyncio.create_task(_exchange(deadlines, send_after=60))
         await asyncio.sleep(0.5)
-        other = asyncio.create_task(_unsent_then_sent(deadlines, send_after=0))
+        other = asyncio.create_task(_exchange(deadlines, send_after=0))
         assert await late == READ_EXPIRED
         assert 0.59 < time.monotonic() - started < 3
         assert await other == READ_EXPIRED
