@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from thresher.crawl.ledger import Batch, CrawlLedger, Shard, ShardState, Unowned
+from thresher.crawl.ledger import Batch, CrawlLedger, Shard, ShardState, Unowned, from_signed
 from thresher.frontier import host_of, url_hash
 from thresher.store import Store, open_store
 
@@ -118,6 +118,68 @@ def test_a_new_run_gives_known_hosts_owners_the_busiest_first(store: Store) -> N
     expected = {"big.example": 0, "mid.example": 1, "small.example": 0, "tiny.example": 1}
     assert zero.owners == one.owners == expected
     assert len(zero.pending) == 7 and len(one.pending) == 4
+
+
+def test_a_commit_writes_every_row_of_a_big_batch_as_the_rows_say(store: Store) -> None:
+    """A commit writes each kind of row in one statement (a JSON array): hashes across
+    the whole 64-bit range, a URL met twice, validators kept or replaced, text no
+    database takes as it is, and a URL sent twice, all as one row at a time would."""
+    ledger = CrawlLedger(SOURCE, RUN, job=None, owner=None, shard=Shard(0, 2))
+    with store.transaction() as tx:
+        ledger.load(tx, 1.0)
+    rng = random.Random(7)
+    hashes = [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 1] + [
+        rng.getrandbits(64) for _ in range(3000)
+    ]
+    urls = {h: f"http://h{h % 5}.example/{h}" for h in hashes}
+    batch = Batch()
+    for seq, h in enumerate(hashes):
+        ledger.insert(batch, urls[h], h, f"h{h % 5}.example", seq % 7, seq)
+    ledger.insert(batch, urls[hashes[0]], hashes[0], "h0.example", 99, 99)  # kept: depth 0
+    odd = "bad \udcff byte, NUL \x00 and \u00e9"
+    for h in hashes[:2000]:
+        ledger.finish(
+            batch, h, "done", now=2.5, status=200, replace=True, etag=f'"{h}"', digest="d"
+        )
+    with store.transaction() as tx:
+        ledger.commit(tx, batch, None, queued=0, hosts=0, now=1.0)
+
+    later = CrawlLedger(SOURCE, RUN + 1, job=None, owner=None, shard=Shard(0, 2))
+    with store.transaction() as tx:
+        later.load(tx, 3.0)
+    batch = Batch()
+    later.finish(batch, hashes[0], "error", now=4.0, error=odd)  # keeps etag and digest
+    later.finish(batch, hashes[1], "done", now=4.0, status=200, replace=True, etag=odd)
+    later.send(batch, 1, urls[hashes[2]], hashes[2], 5)
+    later.send(batch, 1, urls[hashes[2]], hashes[2], 2)
+    later.send(batch, 1, urls[hashes[3]], hashes[3], 4)
+    with store.transaction() as tx:
+        later.commit(tx, batch, None, queued=0, hosts=0, now=4.0)
+        rows = {r["url"]: r for r in tx.all("crawl_url_states", source=SOURCE)}
+        etags = {
+            r["url"]: (r["etag"], r["last_modified"])
+            for r in tx.all("crawl_pending", source=SOURCE, run=RUN + 2)
+        }
+        inbox = tx.all("drain_crawl_inbox", run=RUN + 1, shard=1)
+
+    assert len(rows) == len(hashes)
+    assert rows[urls[hashes[0]]]["depth"] == 0
+    assert {rows[urls[h]]["state"] for h in hashes[2:2000]} == {"done"}
+    assert {rows[urls[h]]["state"] for h in hashes[2000:]} == {"queued"}
+    first, second = rows[urls[hashes[0]]], rows[urls[hashes[1]]]
+    stored = "bad ? byte, NUL \ufffd and \u00e9"  # what neither database takes, replaced
+    assert (first["state"], first["error"], first["fetched_run"], first["digest"]) == (
+        "error",
+        stored,
+        RUN + 1,
+        "d",
+    )
+    assert etags[urls[hashes[0]]] == (f'"{hashes[0]}"', None)
+    assert etags[urls[hashes[1]]] == (stored, None)
+    assert second["digest"] is None  # a new body without a digest replaces the old one
+    assert sorted((from_signed(r["hash"]), r["depth"]) for r in inbox) == sorted(
+        [(hashes[2], 2), (hashes[3], 4)]
+    )
 
 
 @pytest.mark.parametrize("shards", [2, 3])

@@ -18,7 +18,8 @@ over (`ShardState`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import json
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,14 +124,33 @@ class Loaded:
     owners: dict[str, int]  # a shard's run: the hosts with an owner, and their owner
 
 
+# A batch's rows are tuples in the order its query reads them (see queries/crawl.sql):
+# the commit writes each kind in one statement, as a JSON array.
+Insert = tuple[int, str, str, int, int]  # hash (signed), url, host, depth, seq
+Finish = tuple[
+    int,
+    str,
+    int | None,
+    str | None,
+    int,
+    str | None,
+    str | None,
+    str | None,
+    float,
+    str | None,
+    int | None,
+]  # hash, state, status, error, fresh, etag, last_modified, digest, fetched_at, warc
+Send = tuple[int, int, str, int]  # shard, hash (signed), url, depth
+
+
 @dataclass
 class Batch:
     """What has happened since the last commit."""
 
-    inserts: list[dict[str, Any]] = field(default_factory=list)
-    finishes: list[dict[str, Any]] = field(default_factory=list)
+    inserts: list[Insert] = field(default_factory=list)
+    finishes: list[Finish] = field(default_factory=list)
     robots: list[dict[str, Any]] = field(default_factory=list)
-    sends: list[dict[str, Any]] = field(default_factory=list)
+    sends: list[Send] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
 
     def __len__(self) -> int:
@@ -230,29 +250,32 @@ class CrawlLedger:
             out[host] = int(row["shard"])
         return out
 
+    def _send(self, tx: Tx, sends: list[Send]) -> None:
+        if not sends:
+            return
+        # PostgreSQL's upsert may not touch a row twice in one statement: each URL goes
+        # once, at its least depth, as a row per send would leave it.
+        least: dict[tuple[int, int], Send] = {}
+        for row in sends:
+            key = (row[0], row[1])
+            earlier = least.get(key)
+            if earlier is None or row[3] < earlier[3]:
+                least[key] = row
+        tx.execute("send_crawl_urls", run=self.run, rows=_json(least.values()))
+
     def _hashes(self, tx: Tx) -> Iterator[int]:
         for row in tx.stream("crawl_hashes", source=self.source):
             yield from_signed(row["hash"])
 
     def insert(self, batch: Batch, url: str, h: int, host: str, depth: int, seq: int) -> None:
-        batch.inserts.append(
-            {
-                "source": self.source,
-                "hash": to_signed(h),
-                "url": url,
-                "host": host,
-                "depth": depth,
-                "seq": seq,
-                "run": self.run,
-            }
-        )
+        batch.inserts.append((to_signed(h), url, host, depth, seq))
 
     def send(self, batch: Batch, shard: int, url: str, h: int, depth: int) -> None:
         """Hand a URL of another shard's host to that shard (after `insert`)."""
         batch.sends.append(self._inbox_row(shard, url, h, depth))
 
-    def _inbox_row(self, shard: int, url: str, h: int, depth: int) -> dict[str, Any]:
-        return {"run": self.run, "shard": shard, "hash": to_signed(h), "url": url, "depth": depth}
+    def _inbox_row(self, shard: int, url: str, h: int, depth: int) -> Send:
+        return (shard, to_signed(h), url, depth)
 
     def finish(
         self,
@@ -270,21 +293,19 @@ class CrawlLedger:
         warc: tuple[str, int] | None = None,
     ) -> None:
         batch.finishes.append(
-            {
-                "source": self.source,
-                "hash": to_signed(h),
-                "run": self.run,
-                "state": state,
-                "status": status,
-                "error": error[:2000] if error else None,
-                "replace": 1 if replace else 0,
-                "etag": etag,
-                "last_modified": last_modified,
-                "digest": digest,
-                "fetched_at": now,
-                "warc_file": warc[0] if warc else None,
-                "warc_offset": warc[1] if warc else None,
-            }
+            (
+                to_signed(h),
+                state,
+                status,
+                _text(error[:2000]) if error else None,
+                1 if replace else 0,
+                _text(etag),
+                _text(last_modified),
+                digest,
+                now,
+                warc[0] if warc else None,
+                warc[1] if warc else None,
+            )
         )
 
     def robots(self, batch: Batch, site: str, status: int | None, body: bytes, now: float) -> None:
@@ -326,16 +347,24 @@ class CrawlLedger:
             **batch.counts,
         )
         # Inserts first: a page finished in this batch may be one discovered in it.
-        tx.execute_many("insert_crawl_url", batch.inserts)
-        tx.execute_many("finish_crawl_url", batch.finishes)
+        if batch.inserts:
+            tx.execute(
+                "insert_crawl_urls", source=self.source, run=self.run, rows=_json(batch.inserts)
+            )
+        if batch.finishes:
+            # One row per URL, as the UPDATE joins them: should a URL finish twice in a
+            # batch, the last one counts.
+            finishes = {row[0]: row for row in batch.finishes}.values()
+            tx.execute("finish_crawl_urls", source=self.source, run=self.run, rows=_json(finishes))
         tx.execute_many("upsert_crawl_robots", batch.robots)
-        tx.execute_many("send_crawl_url", batch.sends)
         if shard is None:
+            self._send(tx, batch.sends)
             return None
         owners = self._assign(tx, list(unowned or {}))
-        tx.execute_many(
-            "send_crawl_url",
-            [
+        self._send(
+            tx,
+            batch.sends
+            + [
                 self._inbox_row(owners[host], url, h, depth)
                 for host, urls in (unowned or {}).items()
                 if owners[host] != shard.index
@@ -370,3 +399,16 @@ class CrawlLedger:
         return ShardState(
             received, done=done, siblings_waiting=bool(state["waiting"]), owners=owners
         )
+
+
+def _json(rows: Iterable[Sequence[Any]]) -> str:
+    return json.dumps(list(rows), separators=(",", ":"))
+
+
+def _text(value: str | None) -> str | None:
+    """`value` as a database can store it: a header decoded with surrogateescape or an
+    error quoting a server's bytes may hold lone surrogates or NULs, which neither UTF-8
+    nor PostgreSQL's text can carry: NULs become U+FFFD, surrogates "?"."""
+    if value is None or (value.isascii() and "\x00" not in value):
+        return value
+    return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")

@@ -30,27 +30,47 @@ SELECT coalesce(max(seq), 0) AS seq FROM crawl_urls WHERE source = :source
 SELECT digest, url, fetched_at FROM crawl_urls
 WHERE source = :source AND digest IS NOT NULL AND state = 'done'
 
--- name: insert_crawl_url
+-- name: insert_crawl_urls
+-- Each batch query (this, finish_crawl_urls, send_crawl_urls) writes a commit's rows in
+-- one statement: a JSON array of arrays, one per row, in the order its comment gives.
+-- (executemany would hand the GIL to the crawl's event loop and back for every row: a
+-- commit in the background then cost more CPU than the stall it saved.)
+-- Rows: [hash, url, host, depth, seq]
 INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run)
-VALUES (:source, :hash, :url, :host, :depth, :seq, :run)
+SELECT :source, json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), json_extract(value, '$[3]'),
+       json_extract(value, '$[4]'), :run
+FROM json_each(:rows) WHERE true
 ON CONFLICT (source, hash) DO NOTHING
 
--- name: finish_crawl_url
--- replace = 1: a new body came (its validators, or none, replace the old ones);
--- replace = 0: a 304 or an error, which keeps what the last body said.
+-- name: finish_crawl_urls
+-- Rows: [hash, state, status, error, fresh, etag, last_modified, digest, fetched_at,
+-- warc_file, warc_offset]. fresh = 1: a new body came (its validators, or none, replace
+-- the old ones); fresh = 0: a 304 or an error, which keeps what the last body said.
+WITH f AS MATERIALIZED (
+    SELECT json_extract(value, '$[0]') AS hash, json_extract(value, '$[1]') AS state,
+           json_extract(value, '$[2]') AS status, json_extract(value, '$[3]') AS error,
+           json_extract(value, '$[4]') AS fresh, json_extract(value, '$[5]') AS etag,
+           json_extract(value, '$[6]') AS last_modified,
+           json_extract(value, '$[7]') AS digest, json_extract(value, '$[8]') AS fetched_at,
+           json_extract(value, '$[9]') AS warc_file,
+           json_extract(value, '$[10]') AS warc_offset
+    FROM json_each(:rows)
+)
 UPDATE crawl_urls SET
     fetched_run = :run,
-    state = :state,
-    status = :status,
-    error = :error,
-    etag = CASE WHEN :replace = 1 THEN :etag ELSE coalesce(:etag, etag) END,
-    last_modified = CASE WHEN :replace = 1 THEN :last_modified
-                         ELSE coalesce(:last_modified, last_modified) END,
-    digest = CASE WHEN :replace = 1 THEN :digest ELSE digest END,
-    fetched_at = :fetched_at,
-    warc_file = coalesce(:warc_file, warc_file),
-    warc_offset = coalesce(:warc_offset, warc_offset)
-WHERE source = :source AND hash = :hash
+    state = f.state,
+    status = f.status,
+    error = f.error,
+    etag = CASE WHEN f.fresh = 1 THEN f.etag ELSE coalesce(f.etag, crawl_urls.etag) END,
+    last_modified = CASE WHEN f.fresh = 1 THEN f.last_modified
+                         ELSE coalesce(f.last_modified, crawl_urls.last_modified) END,
+    digest = CASE WHEN f.fresh = 1 THEN f.digest ELSE crawl_urls.digest END,
+    fetched_at = f.fetched_at,
+    warc_file = coalesce(f.warc_file, crawl_urls.warc_file),
+    warc_offset = coalesce(f.warc_offset, crawl_urls.warc_offset)
+FROM f
+WHERE crawl_urls.source = :source AND crawl_urls.hash = f.hash
 
 -- name: crawl_url_states
 SELECT url, depth, state, status, error, fetched_run, digest, warc_file, warc_offset
@@ -127,10 +147,13 @@ UPDATE crawl_runs SET
     hosts = (SELECT coalesce(sum(hosts), 0) FROM crawl_shards WHERE run_id = :run)
 WHERE run_id = :run
 
--- name: send_crawl_url
--- Two shards may send the same URL: the owner gets it once, at the lesser depth.
+-- name: send_crawl_urls
+-- Rows: [shard, hash, url, depth] (see insert_crawl_urls). Two shards may send the same
+-- URL: the owner gets it once, at the lesser depth.
 INSERT INTO crawl_inbox (run_id, shard, hash, url, depth)
-VALUES (:run, :shard, :hash, :url, :depth)
+SELECT :run, json_extract(value, '$[0]'), json_extract(value, '$[1]'),
+       json_extract(value, '$[2]'), json_extract(value, '$[3]')
+FROM json_each(:rows) WHERE true
 ON CONFLICT (run_id, shard, hash) DO UPDATE SET depth = CASE
     WHEN excluded.depth < crawl_inbox.depth THEN excluded.depth ELSE crawl_inbox.depth END
 

@@ -1,0 +1,37 @@
+-- A commit's batches as JSON arrays of arrays (see crawl.sql), read with
+-- jsonb_array_elements: one statement and one round trip per batch.
+
+-- name: insert_crawl_urls
+INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run)
+SELECT :source, (e->>0)::bigint, e->>1, e->>2, (e->>3)::integer, (e->>4)::bigint, :run
+FROM jsonb_array_elements(:rows::jsonb) AS e
+ON CONFLICT (source, hash) DO NOTHING
+
+-- name: finish_crawl_urls
+UPDATE crawl_urls AS u SET
+    fetched_run = :run,
+    state = f.state,
+    status = f.status,
+    error = f.error,
+    etag = CASE WHEN f.fresh = 1 THEN f.etag ELSE coalesce(f.etag, u.etag) END,
+    last_modified = CASE WHEN f.fresh = 1 THEN f.last_modified
+                         ELSE coalesce(f.last_modified, u.last_modified) END,
+    digest = CASE WHEN f.fresh = 1 THEN f.digest ELSE u.digest END,
+    fetched_at = f.fetched_at,
+    warc_file = coalesce(f.warc_file, u.warc_file),
+    warc_offset = coalesce(f.warc_offset, u.warc_offset)
+FROM (
+    SELECT (e->>0)::bigint AS hash, e->>1 AS state, (e->>2)::integer AS status,
+           e->>3 AS error, (e->>4)::integer AS fresh, e->>5 AS etag,
+           e->>6 AS last_modified, e->>7 AS digest, (e->>8)::double precision AS fetched_at,
+           e->>9 AS warc_file, (e->>10)::bigint AS warc_offset
+    FROM jsonb_array_elements(:rows::jsonb) AS e
+) AS f
+WHERE u.source = :source AND u.hash = f.hash
+
+-- name: send_crawl_urls
+INSERT INTO crawl_inbox (run_id, shard, hash, url, depth)
+SELECT :run, (e->>0)::integer, (e->>1)::bigint, e->>2, (e->>3)::integer
+FROM jsonb_array_elements(:rows::jsonb) AS e
+ON CONFLICT (run_id, shard, hash) DO UPDATE SET depth = CASE
+    WHEN excluded.depth < crawl_inbox.depth THEN excluded.depth ELSE crawl_inbox.depth END
