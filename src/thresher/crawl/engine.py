@@ -194,6 +194,7 @@ class CrawlEngine:
         self._started = 0  # fetches started this session, for max_pages
         self._finished_before = 0  # pages finished by earlier sessions of this run
         self._commit_lock = asyncio.Lock()
+        self._committing: asyncio.Task[None] | None = None
         self._last_commit = 0.0
         self._idle_since: float | None = None
         # A shard's run: each host's owner, and URLs of hosts that have none yet.
@@ -312,10 +313,10 @@ class CrawlEngine:
                     return
                 continue
             self._idle_since = None
-            if self._due_commit(now):
-                await self._commit()
-                if self.turns is not None and self.turns.holding:
-                    await self.turns.release()
+            if self._committing is None and self._due_commit(now):
+                # In the background: fetches go on starting while the store commits (a
+                # tenth of a second or more, with a sibling shard's commit in the way).
+                self._committing = asyncio.ensure_future(self._commit_in_background())
             wait = 1.0
             if isinstance(decision, float) and math.isfinite(decision):
                 wait = min(wait, max(0.0, decision - now))
@@ -327,10 +328,24 @@ class CrawlEngine:
                     async with asyncio.timeout(wait):
                         await self._wake.wait()
 
+    async def _commit_in_background(self) -> None:
+        try:
+            await self._commit()
+            if self.turns is not None and self.turns.holding:
+                await self.turns.release()
+        except Exception as exc:
+            if self._failure is None:
+                self._failure = exc
+        finally:
+            self._committing = None
+            self._wake.set()
+
     def _idle(self, decision: Fetch | float | None) -> bool:
-        """Nothing in hand: nothing in flight, and nothing queued that this run may fetch."""
+        """Nothing in hand: nothing in flight, and nothing queued that this run may fetch.
+        A commit in flight may yet hand this shard hosts (their owners), so it counts."""
         return (
             not self._tasks
+            and self._committing is None
             and not self._robots_inflight
             and not self._unowned
             and (decision is None or self._page_limit_reached())
@@ -704,6 +719,10 @@ class CrawlEngine:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._committing is not None:
+            # Not cancelled: the store finishes the transaction anyway, and its answer
+            # (new hosts' owners) is recorded before the last commit below.
+            await asyncio.gather(asyncio.shield(self._committing), return_exceptions=True)
         if self.turns is not None and self.turns.holding:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.turns.release(every=True))
