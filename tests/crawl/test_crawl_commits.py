@@ -1,21 +1,29 @@
 """A crawl's commits run beside its fetches: a commit kept waiting (by a sibling shard's
-commit, a busy database) does not stop the crawl starting new fetches."""
+commit, a busy database) does not stop the crawl starting new fetches, and a commit that
+fails is written by the next one."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import pytest
 from crawlsite import SiteServer, build_site
 from fleet import scope_of
+from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from thresher.clock import SystemClock
 from thresher.crawl import CrawlEngine, CrawlSettings
-from thresher.store import open_store
+from thresher.errors import StoreUnavailable
+from thresher.store import Tx, open_store
 from thresher.store.aio import AsyncStore
+
+T = TypeVar("T")
 
 HOLD = 1.5  # seconds another connection holds the run's row (all of SQLite)
 
@@ -96,3 +104,75 @@ def test_fetches_go_on_while_a_commit_waits_for_the_store(store_url: str, tmp_pa
     assert expected <= {r["url"] for r in rows}
     assert "queued" not in {r["state"] for r in rows}
     assert result["summary"].pages == sum(1 for r in rows if r["state"] == "done")
+
+
+class AwayOnce(AsyncStore):
+    """A real store whose `away_at`-th transaction fails before it starts, as a store
+    does that is unreachable for a moment."""
+
+    def __init__(self, url: str, away_at: int) -> None:
+        super().__init__(url)
+        self.calls = 0
+        self.away_at = away_at
+
+    async def run(self, fn: Callable[[Tx], T], write: bool = True) -> T:
+        self.calls += 1
+        if self.calls == self.away_at:
+            raise StoreUnavailable("the store is away for a moment")
+        return await super().run(fn, write)
+
+
+def test_a_failed_commit_is_written_by_the_next_and_nothing_is_archived_twice(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The crawl stops on the failed commit; its last commit (at the position after every
+    record written) includes the failed batch, so the resumed crawl fetches none of its
+    pages again."""
+    with SiteServer(hosts=2) as site:
+        seeds = build_site(site, pages_per_host=150)
+        site.latency = 0.005
+        settings = CrawlSettings(
+            seeds=tuple(seeds),
+            scope=scope_of(site),
+            delay=0.0,
+            allow_private=True,
+            concurrency=4,
+            commit_seconds=0.1,
+        )
+
+        async def crawl(store: AsyncStore) -> Any:
+            await store.open()
+            try:
+                engine = CrawlEngine(
+                    settings,
+                    source="web",
+                    run=1,
+                    store=store,
+                    warc_dir=tmp_path / "warc",
+                    clock=SystemClock(),
+                )
+                return await engine.run()
+            finally:
+                await store.close()
+
+        with pytest.raises(StoreUnavailable):
+            asyncio.run(crawl(AwayOnce(store_url, away_at=5)))  # a commit, pages in it
+        summary = asyncio.run(crawl(AsyncStore(store_url)))
+        expected = site.reachable(seeds)
+
+    uris: Counter[str] = Counter()
+    for path in sorted((tmp_path / "warc").glob("*.warc.gz")):
+        with open(path, "rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type in ("response", "revisit"):
+                    uris[record.rec_headers.get_header("WARC-Target-URI")] += 1
+    assert expected <= set(uris)
+    assert max(uris.values()) == 1, [u for u, n in uris.items() if n > 1]
+    store = open_store(store_url)
+    try:
+        with store.transaction(write=False) as tx:
+            rows = tx.all("crawl_url_states", source="web")
+    finally:
+        store.close()
+    assert "queued" not in {r["state"] for r in rows}
+    assert summary.pages == sum(1 for r in rows if r["state"] == "done")

@@ -697,18 +697,27 @@ class CrawlEngine:
             self._last_commit = now
             stats = self.workbench.stats(now)
             queued = stats.queued + stats.in_flight + sum(len(w) for w in self._waiting.values())
-            state = await self.store.run(
-                lambda tx: self.ledger.commit(
-                    tx,
-                    batch,
-                    (pos.filename, pos.offset),
-                    queued=0 if final and not self._page_limit_reached() else queued,
-                    hosts=stats.hosts,
-                    now=now,
-                    idle=idle or final,
-                    unowned=unowned,
+            try:
+                state = await self.store.run(
+                    lambda tx: self.ledger.commit(
+                        tx,
+                        batch,
+                        (pos.filename, pos.offset),
+                        queued=0 if final and not self._page_limit_reached() else queued,
+                        hosts=stats.hosts,
+                        now=now,
+                        idle=idle or final,
+                        unowned=unowned,
+                    )
                 )
-            )
+            except Exception:
+                # Not written, though its records are in the WARC files before any later
+                # commit's position: the next commit (the abort's, a retry's) writes it
+                # too, or a resume would fetch its pages again and archive them twice.
+                self.batch = batch.then(self.batch)
+                for host, urls in unowned.items():
+                    self._unowned[host][:0] = urls
+                raise
             if state is not None:
                 self._owned(unowned, state.owners, now)
                 if state.received:

@@ -156,6 +156,16 @@ class Batch:
     def __len__(self) -> int:
         return len(self.finishes) + len(self.robots)
 
+    def then(self, later: Batch) -> Batch:
+        """This batch and `later` as one, in that order."""
+        return Batch(
+            self.inserts + later.inserts,
+            self.finishes + later.finishes,
+            self.robots + later.robots,
+            self.sends + later.sends,
+            {k: self.counts[k] + later.counts[k] for k in COUNTERS},
+        )
+
 
 class CrawlLedger:
     """Reads and writes one source's crawl state for one run (no I/O of its own: it works
