@@ -100,6 +100,14 @@ def test_query_files_parse_and_convert_parameters() -> None:
     assert "SKIP LOCKED" not in load_queries("sqlite")["claim_job"]
 
 
+def test_comments_in_queries_are_dropped_and_need_no_parameters() -> None:
+    sql = "-- name: a\n-- Rows: JSON, as :rows says\nSELECT 1 -- one\n  -- :later\n-- Next.\n"
+    assert _parse(sql, "x.sql") == {"a": "SELECT 1 -- one"}
+    assert all(
+        "\n--" not in q and not q.startswith("--") for q in load_queries("postgres").values()
+    )
+
+
 def test_query_parser_rejects_duplicates_and_stray_sql() -> None:
     with pytest.raises(ValueError, match="twice"):
         _parse("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n", "x.sql")

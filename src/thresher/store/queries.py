@@ -3,7 +3,8 @@
 `queries/*.sql` holds the SQL both backends share; `queries/<backend>/*.sql` overrides a
 query by name where the dialects differ. A file is a series of blocks, each starting
 with `-- name: some_name`. Parameters are written `:name`; the PostgreSQL side rewrites
-them to psycopg's `%(name)s` (leaving `::type` casts alone).
+them to psycopg's `%(name)s` (leaving `::type` casts alone). Comments on lines of their
+own are dropped, so they may mention parameters.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def _parse(text: str, origin: str) -> dict[str, str]:
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in out:
             raise ValueError(f"{origin}: query {name!r} defined twice")
-        out[name] = body.strip().rstrip(";")
+        # Whole-line comments go: a ":word" in one would be taken for a parameter, which
+        # psycopg then asks for (a comment between queries belongs to the one above).
+        lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+        out[name] = "\n".join(lines).strip().rstrip(";")
     return out
 
 
