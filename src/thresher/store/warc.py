@@ -167,8 +167,14 @@ _B32_PAIRS = [a + b for a in _B32_ALPHABET for b in _B32_ALPHABET]
 
 def _sha1_base32(data: bytes) -> str:
     n = int.from_bytes(hashlib.sha1(data).digest(), "big")
-    pairs = _B32_PAIRS
-    return "".join([pairs[(n >> shift) & 1023] for shift in range(150, -1, -10)])
+    p = _B32_PAIRS
+    # Unrolled: a loop and a join took half of this, which runs four times a page.
+    return (
+        p[n >> 150] + p[n >> 140 & 1023] + p[n >> 130 & 1023] + p[n >> 120 & 1023]
+        + p[n >> 110 & 1023] + p[n >> 100 & 1023] + p[n >> 90 & 1023] + p[n >> 80 & 1023]
+        + p[n >> 70 & 1023] + p[n >> 60 & 1023] + p[n >> 50 & 1023] + p[n >> 40 & 1023]
+        + p[n >> 30 & 1023] + p[n >> 20 & 1023] + p[n >> 10 & 1023] + p[n & 1023]
+    )  # fmt: skip
 
 
 def payload_digest(payload: bytes) -> str:
