@@ -332,7 +332,9 @@ def extract_links(body: bytes, url: str, content_type: str | None = None) -> Pag
     if utf8_codec is not None:
         # Lexbor reads bytes as UTF-8, and these are: no decoding and encoding back.
         markup, encoding = body, utf8_codec
-        if len(body) > _FLATTEN_LENGTH or body.count(b"<") > _FLATTEN_TAGS:
+        # The "<" counted as what removing them takes away: bytes.replace finds a byte
+        # with memchr, bytes.count looks at every byte (1.4 against 4.6 µs for 12 KB).
+        if len(body) > _FLATTEN_LENGTH or len(body) - len(body.replace(b"<", b"")) > _FLATTEN_TAGS:
             markup = _flatten(body.decode("utf-8"))
     else:
         markup, encoding = decode_text(body, content_type)
