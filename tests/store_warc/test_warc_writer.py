@@ -42,6 +42,7 @@ from thresher.store.warc import (
     WarcError,
     WarcPosition,
     WarcWriter,
+    _record_id,
     _warc_date,
     http_head,
     payload_digest,
@@ -621,6 +622,23 @@ def test_record_ids_are_distinct_random_uuids(tmp_path: Path) -> None:
         parsed = uuid.UUID(record_id[len("<urn:uuid:") : -1])
         assert (parsed.version, parsed.variant) == (4, uuid.RFC_4122)
         assert str(parsed) == record_id[len("<urn:uuid:") : -1]
+
+
+def test_record_ids_of_a_forked_process_are_its_own() -> None:
+    """Shards are forked from one process: their IDs must not repeat each other's."""
+    _record_id()
+    read, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        os.close(read)
+        os.write(write_end, " ".join(_record_id() for _ in range(20)).encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read, "rb") as f:
+        theirs = set(f.read().decode().split())
+    os.waitpid(pid, 0)
+    mine = {_record_id() for _ in range(20)}
+    assert len(theirs) == len(mine) == 20 and not theirs & mine
 
 
 def test_warc_dates_round_as_datetime_does() -> None:
