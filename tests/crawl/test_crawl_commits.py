@@ -8,9 +8,9 @@ import asyncio
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import pytest
 from crawlsite import SiteServer, build_site
@@ -18,14 +18,71 @@ from fleet import scope_of
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from thresher.clock import SystemClock
-from thresher.crawl import CrawlEngine, CrawlSettings
+from thresher.crawl import CrawlEngine, CrawlSettings, CrawlSummary
 from thresher.errors import StoreUnavailable
-from thresher.store import Tx, open_store
+from thresher.store import Row, Tx, open_store
 from thresher.store.aio import AsyncStore
 
 T = TypeVar("T")
 
 HOLD = 1.5  # seconds another connection holds the run's row (all of SQLite)
+
+
+def crawl(
+    site: SiteServer,
+    seeds: list[str],
+    store: AsyncStore,
+    warc_dir: Path,
+    meanwhile: Callable[[asyncio.Future[CrawlSummary]], Awaitable[None]] | None = None,
+) -> CrawlSummary:
+    """Run one crawl of `site` on `store` (opened and closed here), with `meanwhile`
+    awaited once it has started, in a thread: a crawl that spins without yielding
+    would block a test's own loop."""
+    settings = CrawlSettings(
+        seeds=tuple(seeds),
+        scope=scope_of(site),
+        delay=0.0,
+        allow_private=True,
+        concurrency=4,
+        commit_seconds=0.1,
+    )
+    result: list[CrawlSummary | BaseException] = []
+
+    async def main() -> CrawlSummary:
+        await store.open()
+        try:
+            engine = CrawlEngine(
+                settings, source="web", run=1, store=store, warc_dir=warc_dir, clock=SystemClock()
+            )
+            run = asyncio.ensure_future(engine.run())
+            if meanwhile is not None:
+                await meanwhile(run)
+            return await run
+        finally:
+            await store.close()
+
+    def target() -> None:
+        try:
+            result.append(asyncio.run(main()))
+        except BaseException as exc:
+            result.append(exc)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "the crawl did not finish"
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
+
+
+def url_rows(store_url: str) -> list[Row]:
+    store = open_store(store_url)
+    try:
+        with store.transaction(write=False) as tx:
+            return tx.all("crawl_url_states", source="web")
+    finally:
+        store.close()
 
 
 def test_fetches_go_on_while_a_commit_waits_for_the_store(store_url: str, tmp_path: Path) -> None:
@@ -47,41 +104,15 @@ def test_fetches_go_on_while_a_commit_waits_for_the_store(store_url: str, tmp_pa
     with SiteServer(hosts=2) as site:
         seeds = build_site(site, pages_per_host=400)
         site.latency = 0.005
-        result: dict[str, Any] = {}
+        holder = threading.Thread(target=hold_the_run, daemon=True)
 
-        async def crawl() -> None:
-            store = await AsyncStore(store_url).open()
-            try:
-                settings = CrawlSettings(
-                    seeds=tuple(seeds),
-                    scope=scope_of(site),
-                    delay=0.0,
-                    allow_private=True,
-                    concurrency=4,
-                    commit_seconds=0.1,
-                )
-                engine = CrawlEngine(
-                    settings,
-                    source="web",
-                    run=1,
-                    store=store,
-                    warc_dir=tmp_path / "warc",
-                    clock=SystemClock(),
-                )
-                run = asyncio.ensure_future(engine.run())
-                while len(site.hits) < 20 and not run.done():
-                    await asyncio.sleep(0.01)
-                holder = threading.Thread(target=hold_the_run, daemon=True)
-                holder.start()
-                result["summary"] = await run
-                holder.join(10)
-            finally:
-                await store.close()
+        async def hold_once_under_way(run: asyncio.Future[CrawlSummary]) -> None:
+            while len(site.hits) < 20 and not run.done():
+                await asyncio.sleep(0.01)
+            holder.start()
 
-        thread = threading.Thread(target=lambda: asyncio.run(crawl()), daemon=True)
-        thread.start()
-        thread.join(120)
-        assert not thread.is_alive(), "the crawl did not finish"
+        summary = crawl(site, seeds, AsyncStore(store_url), tmp_path / "warc", hold_once_under_way)
+        holder.join(10)
         assert held.is_set()
         # Well after the next commit began waiting (commits are due every 0.1 s), pages
         # were still fetched: before, the crawl started none until the commit was in.
@@ -94,16 +125,11 @@ def test_fetches_go_on_while_a_commit_waits_for_the_store(store_url: str, tmp_pa
     assert len(during) >= 20, f"{len(during)} fetches in the last {HOLD - 0.5} s of the hold"
     assert set(hits) == expected
     assert {u for u, n in hits.items() if n != 1} == {flaky} and hits[flaky] == 2
-    store = open_store(store_url)
-    try:
-        with store.transaction(write=False) as tx:
-            rows = tx.all("crawl_url_states", source="web")
-    finally:
-        store.close()
+    rows = url_rows(store_url)
     # Everything the crawl did made it to the store.
     assert expected <= {r["url"] for r in rows}
     assert "queued" not in {r["state"] for r in rows}
-    assert result["summary"].pages == sum(1 for r in rows if r["state"] == "done")
+    assert summary.pages == sum(1 for r in rows if r["state"] == "done")
 
 
 class AwayOnce(AsyncStore):
@@ -131,33 +157,9 @@ def test_a_failed_commit_is_written_by_the_next_and_nothing_is_archived_twice(
     with SiteServer(hosts=2) as site:
         seeds = build_site(site, pages_per_host=150)
         site.latency = 0.005
-        settings = CrawlSettings(
-            seeds=tuple(seeds),
-            scope=scope_of(site),
-            delay=0.0,
-            allow_private=True,
-            concurrency=4,
-            commit_seconds=0.1,
-        )
-
-        async def crawl(store: AsyncStore) -> Any:
-            await store.open()
-            try:
-                engine = CrawlEngine(
-                    settings,
-                    source="web",
-                    run=1,
-                    store=store,
-                    warc_dir=tmp_path / "warc",
-                    clock=SystemClock(),
-                )
-                return await engine.run()
-            finally:
-                await store.close()
-
-        with pytest.raises(StoreUnavailable):
-            asyncio.run(crawl(AwayOnce(store_url, away_at=5)))  # a commit, pages in it
-        summary = asyncio.run(crawl(AsyncStore(store_url)))
+        with pytest.raises(StoreUnavailable):  # the 5th transaction: a commit, pages in it
+            crawl(site, seeds, AwayOnce(store_url, away_at=5), tmp_path / "warc")
+        summary = crawl(site, seeds, AsyncStore(store_url), tmp_path / "warc")
         expected = site.reachable(seeds)
 
     uris: Counter[str] = Counter()
@@ -168,11 +170,6 @@ def test_a_failed_commit_is_written_by_the_next_and_nothing_is_archived_twice(
                     uris[record.rec_headers.get_header("WARC-Target-URI")] += 1
     assert expected <= set(uris)
     assert max(uris.values()) == 1, [u for u, n in uris.items() if n > 1]
-    store = open_store(store_url)
-    try:
-        with store.transaction(write=False) as tx:
-            rows = tx.all("crawl_url_states", source="web")
-    finally:
-        store.close()
+    rows = url_rows(store_url)
     assert "queued" not in {r["state"] for r in rows}
     assert summary.pages == sum(1 for r in rows if r["state"] == "done")
