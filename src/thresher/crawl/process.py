@@ -325,14 +325,15 @@ async def _crawl(spec: ChildCrawl) -> CrawlSummary:
         if spec.shared_leases
         else None
     )
-    task = asyncio.ensure_future(spec.engine(store, SystemClock(), leases).run())
+    clock = SystemClock()
+    task = asyncio.ensure_future(spec.engine(store, clock, leases).run())
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
         return await task
     finally:
         if leases is not None:
             with contextlib.suppress(Exception):
-                await leases.release_all()
+                await leases.release_all(clock.now())
         await store.close()
 
 

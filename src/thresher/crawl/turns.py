@@ -89,7 +89,9 @@ class HostTurns:
         # Past the latest a fetch started under the hold can end: a killed worker's
         # hold runs out by itself.
         until = now + self.fetch_seconds + HOLD_MARGIN + (STICKY_SECONDS if self.sticky else 0)
-        answer = await self.leases.take(host, ip, now, until, policy.ip_delay)
+        state = self.workbench.host(host)
+        delay = policy.delay if state is None else state.delay(policy)
+        answer = await self.leases.take(host, ip, now, until, policy.ip_delay, delay=delay)
         if answer is None:
             self._holds.setdefault(host, _Hold(since=now)).in_flight += 1
         return answer

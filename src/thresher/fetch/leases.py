@@ -15,7 +15,9 @@ PostgreSQL store share the hosts they fetch, so they also share that state, in t
   on one server are not started together by different workers.
 
 A hold also ends when its worker is known to be gone: stopped, silent for a lease
-period, or (on this machine) a process that no longer exists.
+period, or (on this machine) a process that no longer exists. Such a hold was never given
+back, so its fetch may have reached the server as late as the hold ended, or as late as
+it was found broken: the next worker to take the host waits the host's delay after that.
 
 **Turns come in the order asked** (`host_lease_waiters`, migration 0012). A worker told
 to wait queues for the host, keeping its place each time it asks again; when the host is
@@ -85,12 +87,19 @@ class HostLeases:
         self._queued: set[str] = set()  # hosts this worker waits for, as far as it knows
 
     async def take(
-        self, host: str, ip: str | None, now: float, hold_until: float, ip_delay: float
+        self,
+        host: str,
+        ip: str | None,
+        now: float,
+        hold_until: float,
+        ip_delay: float,
+        *,
+        delay: float,
     ) -> float | None:
         """Hold `host` until `hold_until` and space `ip` by `ip_delay` from `now`, if both
         may be fetched at `now` and no other worker waiting for `host` comes first: None.
         Otherwise wait for `host` (keeping any earlier place) and return when to ask
-        again."""
+        again. `delay` is the host's own: what a hold never given back costs it."""
         keys = [f"host:{host}"] + ([f"ip:{ip}"] if ip else [])
         live = now - WAITER_GRACE
         params = {"keys": json.dumps(sorted(keys)), "live": live, "patient": now - WAITER_PATIENCE}
@@ -104,12 +113,20 @@ class HostLeases:
                         tx.execute("ensure_host_lease", key=key)
                 rows = {r["key"]: r for r in tx.all("get_host_leases", **params)}
             held = rows[keys[0]]
-            due = float(held["next_at"])
+            next_at = float(held["next_at"])
             expires = held["expires"]
+            due = next_at
             if self._holding(held, now):
                 # Held: the holder gives it back when its fetch ends, mostly long before
                 # its hold runs out; ask again soon.
                 due = max(due, min(float(expires), now + HELD_POLL))
+            elif held["owner"] is not None:
+                # A hold never given back: its fetch may have reached the server as late
+                # as the hold ended (ran out, or handed back by a stopping worker) or, its
+                # worker killed, now. Ended here, so that later asks count from this one.
+                ended = now if expires is None else min(float(expires), now)
+                next_at = due = max(next_at, ended + delay)
+                tx.execute("give_host_lease", key=keys[0], owner=held["owner"], next_at=due)
             if len(keys) > 1:
                 due = max(due, float(rows[keys[1]]["next_at"]))
             first = held["first_waiter"]
@@ -123,7 +140,7 @@ class HostLeases:
                 key=keys[0],
                 owner=self.owner,
                 expires=hold_until,
-                next_at=float(held["next_at"]),
+                next_at=next_at,
             )
             if queued:  # else there is no place of ours to leave
                 tx.execute("stop_waiting_for_host", key=keys[0], owner=self.owner, live=live)
@@ -162,13 +179,14 @@ class HostLeases:
 
         await self.store.run(give)
 
-    async def release_all(self) -> int:
-        """Hand back every host this worker holds, and stop waiting for any (when it
-        stops); the number of hosts it held."""
+    async def release_all(self, now: float) -> int:
+        """Hand back every host this worker holds at `now`, and stop waiting for any (when
+        it stops); the number of hosts it held. A fetch may still have been under way:
+        the next worker to take such a host waits its delay after `now`."""
 
         def release(tx: Tx) -> int:
             tx.execute("stop_waiting", owner=self.owner)
-            return tx.execute("release_host_leases", owner=self.owner)
+            return tx.execute("release_host_leases", owner=self.owner, now=now)
 
         self._queued.clear()
         return await self.store.run(release)

@@ -208,7 +208,9 @@ class PoliteFetcher:
             wait = state.ready_at(ip_state) - now
             if wait <= 0 and self.leases is not None:
                 hold = now + self.settings.total_timeout + HOLD_MARGIN
-                again = await self.leases.take(name, ip, now, hold, self.policy.ip_delay)
+                again = await self.leases.take(
+                    name, ip, now, hold, self.policy.ip_delay, delay=state.delay(self.policy)
+                )
                 if again is None:
                     return
                 now = self.clock.now()

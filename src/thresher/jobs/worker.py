@@ -177,7 +177,7 @@ class WorkerPool:
             for fetcher in self._fetchers.values():
                 await fetcher.__aexit__(None, None, None)
             if self._leases is not None:
-                await self._leases.release_all()
+                await self._leases.release_all(self.clock.now())
         return self.stats
 
     async def _drain(self, tasks: list[asyncio.Task[None]]) -> None:

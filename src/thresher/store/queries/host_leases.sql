@@ -26,8 +26,9 @@ UPDATE host_leases SET owner = NULL, expires = NULL,
 WHERE key = :key AND owner = :owner
 
 -- name: release_host_leases
--- A worker that stops hands back what it holds; the times it set stay.
-UPDATE host_leases SET owner = NULL, expires = NULL WHERE owner = :owner
+-- A worker that stops ends its holds at :now. Its name stays on them: they were not
+-- given back, so the next taker waits the host's delay after :now (HostLeases.take).
+UPDATE host_leases SET expires = :now WHERE owner = :owner AND expires > :now
 
 -- name: held_host_leases
 SELECT key, owner, expires, next_at FROM host_leases
