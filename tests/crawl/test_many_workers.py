@@ -123,7 +123,9 @@ def test_workers_spread_a_new_crawls_shards(pg_admin_url: str, tmp_path: Path) -
     home = Home(tmp_path / "home", new_pg_database(pg_admin_url))
     with SiteServer(hosts=3) as site:
         seeds = build_site(site, pages_per_host=40)
-        site.latency = 0.01
+        # Long enough that no shard ends before every worker has had its turn to claim:
+        # a worker whose shard is done may take another (it failed once with 0.01 s).
+        site.latency = 0.05
         home.run("source", "list")  # creates the store before the workers race to
         procs = [home.start("worker", "--name", f"w{i}", "-c", "4") for i in range(3)]
         try:
