@@ -67,17 +67,8 @@ class CountingLeases(HostLeases):
 
     takes = 0
 
-    async def take(
-        self,
-        host: str,
-        ip: str | None,
-        now: float,
-        hold_until: float,
-        ip_delay: float,
-        *,
-        delay: float,
-    ) -> float | None:
-        answer = await super().take(host, ip, now, hold_until, ip_delay, delay=delay)
+    async def take(self, *args: Any, **kwargs: Any) -> float | None:
+        answer = await super().take(*args, **kwargs)
         self.takes += answer is None
         return answer
 
