@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from thresher.archives.body import text_body
 from thresher.archives.message import (
     decode_bytes,
     decode_header_value,
@@ -321,3 +322,24 @@ def test_from_address_fast_path_agrees_with_getaddresses(from_: str) -> None:
     local, _, domain = expected.rpartition("@")
     raw = f"From: {from_}\nSubject: x\n\nbody\n".encode()
     assert parse_message(raw).from_addr == f"{local}@{domain.lower()}"
+
+
+ODD_CHARSETS = ["idna", "utf-8\x00", "undefined", "unicode_escape", "punycode", "a\x00b"]
+
+
+@given(st.binary(max_size=200), st.one_of(st.sampled_from(ODD_CHARSETS), st.text(max_size=12)))
+@settings(max_examples=300, deadline=None)
+def test_decode_bytes_never_raises(data: bytes, charset: str) -> None:
+    decode_bytes(data, charset).encode("utf-8")  # and never a lone surrogate
+
+
+@pytest.mark.parametrize("charset", ODD_CHARSETS)
+def test_decode_bytes_survives_codecs_that_raise(charset: str) -> None:
+    # These raised UnicodeError or ValueError and stopped the month (issue 20).
+    assert decode_bytes(b"caf\xe9 \\ud800 x..y", charset) == "café \\ud800 x..y"
+    raw = f"Subject: =?{charset}?b?AA==?= and =?{charset}?q?x=FF?=\n".encode(
+        "utf-8", "surrogateescape"
+    ) + f"Content-Type: text/plain; charset={charset}\n\ncaf\xe9\n".encode("latin-1")
+    message = parse_message(raw)
+    assert message.subject is not None
+    assert text_body(raw) == "café\n"

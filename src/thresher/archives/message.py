@@ -93,14 +93,23 @@ class Message:
 
 def decode_bytes(data: bytes, charset: str | None = None) -> str:
     """Text from bytes of unknown encoding: UTF-8, then `charset`, then windows-1252,
-    then Latin-1 (which maps every byte, so this never fails)."""
-    for candidate in ("utf-8", charset, "cp1252"):
+    then Latin-1 (which maps every byte, so this never fails). Never raises, whatever
+    `charset` names, and never returns lone surrogates."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    for candidate in (charset, "cp1252"):
         if not candidate:
             continue
         try:
-            return data.decode(candidate)
-        except (UnicodeDecodeError, LookupError):
-            continue
+            text = data.decode(candidate)
+            # A codec may hand back lone surrogates (unicode_escape, utf-16 of odd
+            # bytes): no store can hold them.
+            text.encode("utf-8")
+        except Exception:  # a codec is arbitrary code: idna, "undefined", a NUL in
+            continue  # the name... raise UnicodeError, ValueError and more
+        return text
     return data.decode("latin-1")
 
 
@@ -109,7 +118,7 @@ def _lookup_charset(name: str) -> str | None:
     name = name.split("*", 1)[0].strip().lower()
     try:
         return codecs.lookup(name).name
-    except (LookupError, ValueError):
+    except Exception:  # LookupError, ValueError (a NUL), or a codec search function's own
         return None
 
 
