@@ -276,3 +276,11 @@ def test_postgres_read_only_role(pg_admin_url: str) -> None:
     with pytest.raises(StoreError, match=r"cannot bring .* to schema version") as err:
         open_store(as_role(empty))
     assert err.value.exit_code == 3 and "permission denied" in str(err.value)
+
+
+def test_a_migration_step_runs_between_its_sql() -> None:
+    from thresher.store.migrate import Migration, Step
+
+    sql = "-- intro\nCREATE TABLE a (x INT);\n-- step: some.module\n-- only a comment\n"
+    m = Migration(1, "x", sql)
+    assert m.parts() == ["-- intro\nCREATE TABLE a (x INT);\n", Step("some.module")]
