@@ -149,6 +149,13 @@ class ArchiveList:
             self._touch(month)
             return raw
 
+    def replace(self, month: str, index: int, raw: bytes) -> None:
+        """Put `raw` in place of the message at `index` of `month`: an archive that
+        rewrites a message it holds (re-wrapped, or a trailing blank line added)."""
+        with self._lock:
+            self.months[month][index] = raw
+            self._touch(month)
+
     def add_duplicate(self, month: str, index: int) -> None:
         """List an identical copy of the message at `index` of `month` again."""
         with self._lock:

@@ -7,10 +7,12 @@ garbage ``Date:`` headers, dates in 9999, and pipermail's ``user at host`` addre
 raw text, a flag) instead, so one bad message cannot stop the ingest of a month.
 
 Why the key: the store identifies a message by `Message.key`, the normalised Message-ID,
-or ``"sha256:" + sha256(raw)`` when there is none, so re-harvesting an archive never
-creates a second copy. Message-IDs are normalised the same way wherever they appear
-(``Message-ID``, ``In-Reply-To``, ``References``): the text inside the first ``<...>``
-(or the whole value when there are no brackets), with all whitespace removed.
+or ``"sha256:"`` + the digest of its normal form (`thresher.archives.normal`) when there
+is none, so re-harvesting an archive never creates a second copy, even when the archive
+wraps the message differently this time. Message-IDs are normalised the same way
+wherever they appear (``Message-ID``, ``In-Reply-To``, ``References``): the text
+inside the first ``<...>`` (or the whole value when there are no brackets), with all
+whitespace removed.
 
 Why only the header block is read, and by a regex: the headers end at the first blank
 line, so a 10 MB message costs what a 1 KB one does; and the stdlib ``FeedParser``
@@ -30,7 +32,6 @@ from __future__ import annotations
 import binascii
 import codecs
 import contextlib
-import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -272,12 +273,17 @@ def _from_addr(from_: str) -> str | None:
 
 
 def parse_message(
-    raw: bytes, *, list_name: str | None = None, now: datetime | None = None
+    raw: bytes,
+    *,
+    list_name: str | None = None,
+    now: datetime | None = None,
+    normal: str | None = None,
 ) -> Message:
     """The headers Thresher needs from one message (see the module docstring).
 
     `now` is the moment against which a date counts as in the future (more than one day
-    later); it defaults to the current time. Never raises on any bytes.
+    later); it defaults to the current time. `normal` is the message's
+    `normal_digest`, when the caller has it already. Never raises on any bytes.
     """
     headers = _read_headers(raw)
     content_type = headers.get(b"content-type")
@@ -293,7 +299,14 @@ def parse_message(
         return decode_header_value(decode_bytes(value, declared), declared).strip()
 
     message_id = normalize_message_id(text(b"message-id"))
-    key = message_id if message_id else "sha256:" + hashlib.sha256(raw).hexdigest()
+    if message_id:
+        key = message_id
+    else:
+        if normal is None:
+            from .normal import normal_digest  # here: normal.py uses this module's decoders
+
+            normal = normal_digest(raw)
+        key = "sha256:" + normal
 
     date_raw = text(b"date")
     date = parse_date(date_raw) if date_raw else None
