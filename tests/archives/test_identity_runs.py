@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from test_archive_runs import (
     ADDR,
+    MONTH_FILE,
     Harvester,
     ShiftedClock,
     expected_ids,
@@ -122,6 +123,64 @@ def test_a_message_that_really_differs_under_its_id_is_kept_and_flagged(
     harvester.run()
     flagged = harvester.query("SELECT message_id FROM messages WHERE conflict = 1")
     assert [r["message_id"] for r in flagged] == ["hk1@example.de"] * 2
+
+
+GROWING = ["pipermail", "modmbox", "mbox"]
+
+
+@pytest.mark.parametrize("kind", GROWING)
+def test_a_month_file_grown_after_an_extra_blank_line_reads_only_the_tail(
+    server: DemoArchive, store_url: str, tmp_path: Path, kind: str
+) -> None:
+    archive = make_list(server)
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(server.url(kind, ADDR))
+    harvester.run()
+    # The writer leaves one more blank line after the last message, then appends.
+    last = archive.months["2024-03"][-1]
+    archive.replace("2024-03", -1, last + b"\n")
+    archive.add("2024-03", new_message(1))
+    server.reset_log()
+    harvester.run()
+    assert harvester.ids() == expected_ids(archive)
+    assert harvester.count() == 61 and conflicts(harvester) == 0
+    assert harvester.events() == []  # no "changed", no false "missing"
+    # The tail was enough: one 206, no second request for the whole file.
+    answers = [r.status for r in server.requests if MONTH_FILE[kind].search(r.target)]
+    assert answers == [206]
+    march = harvester.months()["all" if kind == "mbox" else "2024-03"]
+    assert march["missing"] == 0
+
+
+@pytest.mark.parametrize("kind", GROWING)
+@pytest.mark.parametrize(
+    "rewrite",
+    [
+        lambda raw: raw.replace(b"\n", b"\r\n"),  # line endings
+        lambda raw: raw + b"\n\n",  # trailing blank lines
+        lambda raw: raw.replace(b"\nSubject: ", b"\nSubject:\n  ", 1),  # folded elsewhere
+    ],
+    ids=["crlf", "blank-lines", "refolded"],
+)
+def test_a_rewritten_tail_is_read_again_and_stores_nothing_twice(
+    server: DemoArchive, store_url: str, tmp_path: Path, kind: str, rewrite: object
+) -> None:
+    archive = make_list(server)
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(server.url(kind, ADDR))
+    harvester.run()
+    for index in (-2, -1):  # the archive re-wrote the last two messages
+        raw = archive.months["2024-03"][index]
+        archive.replace("2024-03", index, rewrite(raw))  # type: ignore[operator]
+    archive.add("2024-03", new_message(2))
+    harvester.run()
+    assert harvester.ids() == expected_ids(archive)
+    assert harvester.count() == 61 and conflicts(harvester) == 0
+    assert not [e for e in harvester.events() if e[0] == "missing"]
+    march = harvester.months()["all" if kind == "mbox" else "2024-03"]
+    assert march["missing"] == 0
+    harvester.run()  # and once more, unchanged
+    assert harvester.count() == 61 and conflicts(harvester) == 0
 
 
 def placed(harvester: Harvester) -> dict[int, tuple[str, int]]:
