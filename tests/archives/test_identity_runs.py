@@ -29,6 +29,9 @@ from test_archive_runs import (
 )
 
 from thresher.archives.demo import DemoArchive
+from thresher.archives.export import export_messages
+from thresher.archives.mbox import split_mbox
+from thresher.store import open_store
 
 
 @pytest.fixture
@@ -181,6 +184,51 @@ def test_a_rewritten_tail_is_read_again_and_stores_nothing_twice(
     assert march["missing"] == 0
     harvester.run()  # and once more, unchanged
     assert harvester.count() == 61 and conflicts(harvester) == 0
+
+
+QUOTED = (
+    f"From: Ann <ann@example.org>\nTo: {ADDR}\nSubject: quoting\n"
+    "Date: Mon, 15 Jan 2024 10:00:00 +0000\nMessage-ID: <quoted@example.org>\n\n"
+    "The numbers:\n>From the 2.3M rows we kept 2.1M.\n>>From the list archive.\n"
+    ">>>From the 2.3M\nFrom here on, all good.\n"
+).encode()
+
+
+def test_a_plain_mbox_keeps_from_lines_as_served_and_exports_mboxrd(
+    server: DemoArchive, store_url: str, tmp_path: Path
+) -> None:
+    archive = make_list(server, per_month=2)
+    archive.add("2024-01", QUOTED)
+    served = server.url("mbox", ADDR)
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 15)))
+    harvester.add(served)
+    harvester.run()
+    [row] = harvester.query("SELECT raw FROM messages WHERE message_id = 'quoted@example.org'")
+    stored = bytes(row["raw"])
+    # The file is mboxo (From -> >From); every other byte is what the file holds.
+    file_bytes = [m.raw for m in split_mbox(_get(served), unescape=False)]
+    assert stored in file_bytes
+    assert b"\n>From the 2.3M rows" in stored and b"\n>>From the list archive.\n" in stored
+    assert b"\n>>>From the 2.3M\n" in stored and b"\n>From here on, all good.\n" in stored
+    assert stored == QUOTED.replace(b"\nFrom here on", b"\n>From here on")
+    store = open_store(store_url)
+    try:
+        with store.transaction(write=False) as tx:
+            out = io.BytesIO()
+            export_messages(tx, "dev", "2024-01", "mbox", out)
+    finally:
+        store.close()
+    # mboxrd: one more ">" on each such line; a reader that removes one gets `stored`.
+    assert b"\n>>>>From the 2.3M\n" in out.getvalue()
+    [back] = [m.raw for m in split_mbox(out.getvalue(), unescape=True) if b"quoted@" in m.raw]
+    assert back == stored
+
+
+def _get(url: str) -> bytes:
+    import urllib.request
+
+    with urllib.request.urlopen(url) as answer:
+        return bytes(answer.read())
 
 
 def placed(harvester: Harvester) -> dict[int, tuple[str, int]]:

@@ -301,7 +301,7 @@ async def _list_months(
         first = parse_hyperkitty_list(await page(hyperkitty_list_url(root, address)))
         total = parse_hyperkitty_count(await page(hyperkitty_count_url(root, address)))
         return [
-            Month(m, (hyperkitty_export_url(root, address, m),), None, grows=False, mboxrd=True)
+            Month(m, (hyperkitty_export_url(root, address, m),), None, grows=False, mboxrd=False)
             for m in months_from(first, now)
         ], total
     return [mbox_month(url)], None
