@@ -168,6 +168,12 @@ def test_missing_closing_delimiter_and_boundary_prefixes() -> None:
     assert b"no parts here" in normal_form(lost)
 
 
+def test_a_message_of_headers_only() -> None:
+    raw = b"Subject: x\nContent-Transfer-Encoding: base64"
+    assert normal_form(raw) == b"Subject:x\n\n"
+    assert normal_digest(raw + b"\n") == normal_digest(raw.replace(b"base64", b"8bit"))
+
+
 def test_pinned_digest() -> None:
     # Stored messages carry this digest: a change of the rules needs a migration.
     raw = (

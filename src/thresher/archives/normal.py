@@ -110,8 +110,9 @@ def _headers(block: bytes) -> tuple[bytes, bytes, bytes, bytes | None]:
     at = lowered.find(b"\ncontent-transfer-encoding:")
     if at >= 0:
         stop = block.find(b"\n", at)
+        stop = len(block) if stop < 0 else stop  # a last line without its newline
         cte = lowered[at + 27 : stop + 1].strip(b" ")
-        block = block[:at] + block[stop + 1 :] if stop >= 0 else block[:at]
+        block = block[:at] + block[stop + 1 :]
         lowered = b"\n" + block.lower()
     at = lowered.find(b"\ncontent-type:")
     if at >= 0:
