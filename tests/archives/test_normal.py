@@ -275,3 +275,39 @@ def test_nothing_raises_on_hostile_charsets_and_encodings(raw: bytes) -> None:
 @settings(max_examples=300, deadline=None)
 def test_normal_form_never_raises_on_bytes(raw: bytes) -> None:
     assert normal_form(raw) == normal_form(bytes(raw))
+
+
+def test_a_message_that_cannot_be_read_is_kept_with_its_reason(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Whatever raises while reading one message (here injected into the header parser
+    and the text extractor) is recorded on that message; its bytes are kept and the
+    other messages of the month are read as usual."""
+    from thresher.archives import rows
+
+    real_parse, real_body = parse_message, text_body
+
+    def parse(raw: bytes, **kwargs: object) -> object:
+        if b"broken" in raw:
+            raise UnicodeError("a codec nobody foresaw")
+        return real_parse(raw, **kwargs)  # type: ignore[arg-type]
+
+    def body(raw: bytes) -> str:
+        if b"broken" in raw:
+            raise ValueError("no text")
+        return real_body(raw)
+
+    monkeypatch.setattr(rows, "parse_message", parse)
+    monkeypatch.setattr(rows, "text_body", body)
+    broken = b"Subject: broken\nMessage-ID: <b@x>\n\ntext\n"
+    good = b"Subject: fine\nMessage-ID: <g@x>\n\ntext\n"
+    bad_row, good_row = message_rows(
+        "dev", "2024-01", [RawMessage(0, broken), RawMessage(50, good)], 1.7e9
+    )
+    assert bad_row["raw"] == broken and bad_row["key"] == "sha256:" + normal_digest(broken)
+    assert bad_row["parse_error"] == (
+        "headers: UnicodeError: a codec nobody foresaw; body: ValueError: no text"
+    )
+    assert bad_row["subject"] is None and bad_row["body"] is None
+    assert good_row["parse_error"] is None and good_row["key"] == "g@x"
+    assert good_row["subject"] == "fine" and good_row["body"] == "text\n"
