@@ -276,3 +276,110 @@ def test_postgres_read_only_role(pg_admin_url: str) -> None:
     with pytest.raises(StoreError, match=r"cannot bring .* to schema version") as err:
         open_store(as_role(empty))
     assert err.value.exit_code == 3 and "permission denied" in str(err.value)
+
+
+def _message_insert(
+    store_url: str, id_: int, source: str, key: str, raw: bytes, **more: object
+) -> str:
+    import hashlib
+
+    blob = f"X'{raw.hex()}'" if store_url.startswith("sqlite") else f"'\\x{raw.hex()}'::bytea"
+    message_id = "NULL" if key.startswith("sha256:") else f"'{key}'"
+    conflict = more.get("conflict", 0)
+    return (
+        "INSERT INTO messages (id, source, month, key, sha256, message_id, subject, body, raw,"
+        f" position, conflict, first_seen) VALUES ({id_}, '{source}', '2024-01', '{key}',"
+        f" '{hashlib.sha256(raw).hexdigest()}', {message_id}, 'subject {id_}', 'words {id_}',"
+        f" {blob}, {id_ * 100}, {conflict}, {id_})"
+    )
+
+
+def test_upgrade_to_message_identity_merges_rewrapped_copies(store_url: str) -> None:
+    """Migration 13: messages are told apart by their normal form. Copies stored because
+    an archive re-wrapped a message collapse to the first capture, conflicts are those
+    that really differ, a message without a Message-ID gets its new key (and the stop
+    sign that named it too), `stored` is recounted, and the search index stays exact."""
+    import hashlib
+
+    from thresher.archives.normal import normal_digest
+
+    hk = b'Message-ID: <a@x>\nContent-Type: multipart/mixed; boundary="%s"\n\n--%s\n\nhi\n--%s--\n'
+    a1 = hk % (b"one", b"one", b"one")
+    a2 = hk % (b"two", b"two", b"two")  # the same message, a new boundary
+    b1 = b"Message-ID: <b@x>\n\nversion one\n"
+    b2 = b"Message-ID: <b@x>\n\nversion two\n"  # really different
+    c1 = b"Subject: no id\n\nbody\n"
+    c2 = b"Subject: no id\r\n\r\nbody\r\n\r\n"  # re-wrapped, so today a second key
+    old_key = "sha256:" + hashlib.sha256(c1).hexdigest()
+    rows = [
+        _message_insert(store_url, 1, "dev", "a@x", a1, conflict=1),
+        _message_insert(store_url, 2, "dev", "b@x", b1, conflict=1),
+        _message_insert(store_url, 3, "dev", old_key, c1),
+        _message_insert(store_url, 4, "dev", "a@x", a2, conflict=1),
+        _message_insert(store_url, 5, "dev", "b@x", b2, conflict=1),
+        _message_insert(store_url, 6, "dev", "sha256:" + hashlib.sha256(c2).hexdigest(), c2),
+        _message_insert(store_url, 7, "other", "a@x", a2),  # another list keeps its own
+        "INSERT INTO archive_months (source, month, url, stored, stop_key)"
+        f" VALUES ('dev', '2024-01', 'u', 6, '{old_key}')",
+    ]
+    sqlite = store_url.startswith("sqlite")
+    if sqlite:
+        rows.append(
+            "INSERT INTO messages_fts (rowid, subject, from_name, from_addr, body)"
+            " SELECT id, subject, from_name, from_addr, body FROM messages"
+        )
+    else:
+        rows.append("SELECT setval(pg_get_serial_sequence('messages', 'id'), 7)")
+    old_store(store_url, 12, *rows)
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend)) >= 13
+        with upgraded.transaction() as tx:
+            kept = {r["id"]: r for r in tx.all("export_messages_by_id", ids="[1,2,3,4,5,6,7]")}
+            assert sorted(kept) == [1, 2, 3, 5, 7]
+            assert bytes(kept[1]["raw"]) == a1  # the first capture's bytes
+            assert {i: r["conflict"] for i, r in kept.items()} == {1: 0, 2: 1, 3: 0, 5: 1, 7: 0}
+            assert kept[3]["key"] == "sha256:" + normal_digest(c1) == "sha256:" + normal_digest(c2)
+            month = tx.one("get_archive_month", source="dev", month="2024-01")
+            assert month is not None
+            assert month["stored"] == 4 and month["stop_key"] == kept[3]["key"]
+            # A new capture of a kept message adds nothing; a new message gets a new id.
+            fields = dict(
+                source="dev", month="2024-01", message_id=None, date=None, date_raw=None,
+                date_flag=None, from_name=None, from_addr=None, subject="s", in_reply_to=None,
+                refs=None, body="fresh words", position=None, now=9, parse_error=None,
+            )  # fmt: skip
+            again = c2 + b"\n"
+            tx.execute_many(
+                "insert_message",
+                [
+                    {**fields, "key": kept[3]["key"], "sha256": hashlib.sha256(again).hexdigest(),
+                     "norm_sha256": normal_digest(again), "raw": again},
+                    {**fields, "key": "new@x", "sha256": "0", "norm_sha256": "0", "raw": b"x"},
+                ],
+            )  # fmt: skip
+            ids = [r["id"] for r in tx.all("export_message_ids", source="dev", month=None)]
+            assert len(ids) == 5 and max(ids) > 7
+            tx.execute("index_new_messages", after=7)
+            hits = tx.all("search_messages", fts='"words"', terms='["words"]', source=None, limit=9)
+            assert len(hits) == 6  # the 4 + 1 kept of dev, the one of other, the new one
+        if sqlite:
+            conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+            conn.execute("INSERT INTO messages_fts (messages_fts) VALUES ('integrity-check')")
+            conn.close()
+    finally:
+        upgraded.close()
+
+
+def test_a_migration_step_runs_between_its_sql() -> None:
+    from thresher.store.migrate import Migration, Step
+
+    m = Migration(
+        1, "x", "-- intro\nCREATE TABLE a (x INT);\n-- step: some.module\n-- only a comment\n"
+    )
+    assert m.parts() == ["-- intro\nCREATE TABLE a (x INT);\n", Step("some.module")]
+    [identity] = [m for m in migrations("sqlite") if m.version == 13]
+    assert [p for p in identity.parts() if isinstance(p, Step)] == [
+        Step("thresher.archives.identity")
+    ]

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 from thresher.archives.export import envelope, export_messages, iter_messages, write_mboxrd
 from thresher.archives.mbox import is_envelope, split_mbox
+from thresher.archives.normal import normal_digest
 from thresher.archives.search import fts5_query, parse_query, search_messages, split_snippet
 from thresher.cli.main import main
 from thresher.errors import UsageError
@@ -38,7 +39,7 @@ _QUOTED = re.compile(rb"^>(>*From )", re.MULTILINE)
 _COLUMNS = (
     "source", "month", "key", "sha256", "message_id", "date", "date_raw", "date_flag",
     "from_name", "from_addr", "subject", "in_reply_to", "refs", "body", "raw", "position",
-    "conflict", "first_seen",
+    "conflict", "first_seen", "norm_sha256",
 )  # fmt: skip
 
 
@@ -79,6 +80,7 @@ def insert_message(db: RawDB, raw: bytes, **fields: Any) -> int:
         "position": None,
         "conflict": 0,
         "first_seen": SEEN,
+        "norm_sha256": normal_digest(raw),
     }
     unknown = set(fields) - set(row)
     assert not unknown, unknown
@@ -315,7 +317,7 @@ def test_jsonl_fields(store: Store, db: RawDB) -> None:
         == {
             "source", "month", "key", "message_id", "date", "date_raw", "date_flag",
             "from_name", "from_addr", "subject", "in_reply_to", "references", "conflict",
-            "sha256", "raw", "raw_base64",
+            "sha256", "parse_error", "raw", "raw_base64",
         }
         for o in objs
     )  # fmt: skip
@@ -328,6 +330,7 @@ def test_jsonl_fields(store: Store, db: RawDB) -> None:
     assert first["from_name"] == "Alice" and first["from_addr"] == "alice@example.org"
     assert first["subject"] == "Release plan" and first["in_reply_to"] == "r2@x"
     assert first["references"] == ["r1@x", "r2@x"] and first["conflict"] is False
+    assert first["parse_error"] is None
     assert first["sha256"] == hashlib.sha256(ESCAPES).hexdigest()
     assert first["raw"] == ESCAPES.decode()
     assert crlf["date"] is None and crlf["date_flag"] == "missing" and crlf["conflict"] is True

@@ -15,8 +15,10 @@ the model (`ArchiveList`) is published five ways, each imitating its original:
   and an empty 200 for a month without mail.
 - Mailman 3 HyperKitty (``/hyperkitty/...``): the REST list description (its creation
   date), a DRF-paged ``emails`` listing whose ``count`` is the list's total, and gzipped
-  mboxrd exports per date range, made on request like Pony Mail's.
-- A plain mbox file (``/mbox/<name>.mbox`` and ``.mbox.gz``): static, every month.
+  mbox exports per date range, made on request like Pony Mail's, quoted the mboxo way
+  (HyperKitty writes them with Python's ``BytesGenerator(mangle_from_=True)``).
+- A plain mbox file (``/mbox/<name>.mbox`` and ``.mbox.gz``): static, every month,
+  mboxo as Python's ``mailbox`` and most mail programs write one.
 
 Why the model is mutable while served: the hard part of harvesting archives is what
 changes between runs — late mail for an old month, a month that shrinks (a moderator
@@ -148,6 +150,13 @@ class ArchiveList:
             raw = self.months[month].pop(index)
             self._touch(month)
             return raw
+
+    def replace(self, month: str, index: int, raw: bytes) -> None:
+        """Put `raw` in place of the message at `index` of `month`: an archive that
+        rewrites a message it holds (re-wrapped, or a trailing blank line added)."""
+        with self._lock:
+            self.months[month][index] = raw
+            self._touch(month)
 
     def add_duplicate(self, month: str, index: int) -> None:
         """List an identical copy of the message at `index` of `month` again."""
@@ -637,7 +646,7 @@ class DemoArchive:
         if archive is None:
             return _not_found()
         generation, messages, changed = archive.all_messages()
-        kind = "mboxrd.gz" if match.group(2) else "mboxrd"
+        kind = "modmbox.gz" if match.group(2) else "modmbox"
         body, etag = self._render(archive.address, _ALL, generation, messages, kind)
         content_type = "application/gzip" if match.group(2) else "application/mbox"
         return self._static(request, body, etag, changed, content_type)
@@ -786,7 +795,7 @@ class DemoArchive:
         messages = tuple(raw for part in parts if part for raw in part[1])
         version = hash(tuple(part[0] if part else 0 for part in parts))
         key = "export:" + ",".join(months)
-        body, _ = self._render(archive.address, key, version, messages, "mboxrd.gz")
+        body, _ = self._render(archive.address, key, version, messages, "modmbox.gz")
         disposition = f'attachment; filename="{match.group(2)}.mbox.gz"'
         return _Reply(200, body, "application/gzip", {"Content-Disposition": disposition})
 

@@ -552,9 +552,9 @@ def render_pipermail(messages: Iterable[bytes]) -> bytes:
 def render_mbox(messages: Iterable[bytes], *, rd: bool) -> bytes:
     """An mbox: per message the envelope ``From addr asctime``, the message with body
     lines starting ``From `` escaped, and a blank line. ``rd=False`` escapes the mboxo
-    way (``From `` becomes ``>From ``, as Apache mod_mbox files are); ``rd=True`` the
-    mboxrd way (one more ``>`` on every ``>*From `` line: Pony Mail, HyperKitty, Python's
-    mailbox). Append-only like `render_pipermail`."""
+    way (``From `` becomes ``>From ``: Apache mod_mbox files, HyperKitty's exports,
+    Python's ``mailbox``); ``rd=True`` the mboxrd way (one more ``>`` on every
+    ``>*From `` line: Pony Mail Foal). Append-only like `render_pipermail`."""
     pattern, repl = (_MBOXRD, rb">\1") if rd else (_MBOXO, b">From ")
     out: list[bytes] = []
     for raw in messages:

@@ -123,6 +123,7 @@ def message_json(row: Row) -> dict[str, Any]:
         "references": (row["refs"] or "").split(),
         "conflict": bool(row["conflict"]),
         "sha256": row["sha256"],
+        "parse_error": row["parse_error"],
         "raw": raw.decode("utf-8", "replace"),
         "raw_base64": base64.b64encode(raw).decode("ascii"),
     }

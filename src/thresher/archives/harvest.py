@@ -12,8 +12,11 @@ tail from `OVERLAP` bytes before the stop sign (Range). `absorb` reads the answe
 
 - 304: nothing changed.
 - 206 (the tail): the overlap must hash to `tail_sha256` and the new bytes must start
-  with an mbox envelope; then only the messages after the stop sign are new. If not,
-  the file was rewritten: `need_full`, and the caller asks for the whole file.
+  with an mbox envelope (after blank lines, which some writers leave or add before the
+  next envelope); then only the messages after the stop sign are new. If not, the file
+  was rewritten: `need_full`, and the caller asks for the whole file. Parsing a
+  rewritten file again stores nothing twice: messages are told apart by their normal
+  form (`thresher.archives.normal`), which ignores trailing blank lines and re-wrapping.
 - 200 (the whole file, also from servers that ignore Range): if its prefix is what was
   harvested, only the messages after the stop sign are new; otherwise every message is
   parsed again (storing is idempotent) and the change is reported.
@@ -209,13 +212,15 @@ def _absorb_tail(
         out.events.append(("changed", "the bytes before the stop sign changed: refetched whole"))
         return out
     tail = body[overlap:]
-    first_line = tail.split(b"\n", 1)[0] + b"\n"
-    if tail and not is_envelope(first_line):
+    skip = _blank_lines(tail, 0)
+    if not _starts_message(tail, skip):
         out.need_full = True
         out.events.append(("changed", "the new bytes do not start a message: refetched whole"))
         return out
+    start = stop + skip
     new = [
-        RawMessage(m.offset + stop, m.raw, m.envelope) for m in split_mbox(tail, unescape=mboxrd)
+        RawMessage(m.offset + start, m.raw, m.envelope)
+        for m in split_mbox(tail[skip:], unescape=mboxrd)
     ]
     out.messages = new
     out.counted = known.counted + len(new)
@@ -223,6 +228,28 @@ def _absorb_tail(
     out.length = total if total is not None else out.stop_offset
     out.tail_sha256 = _tail_digest(body, len(body))
     return out
+
+
+def _blank_lines(data: bytes, pos: int) -> int:
+    """`pos` moved past the blank lines there. A writer may leave an extra blank line
+    before the next envelope (or a trailing one that the next append follows): the
+    bytes after the stop sign still start with a message, and only they are new."""
+    end = pos
+    while True:
+        if data.startswith(b"\n", end):
+            end += 1
+        elif data.startswith(b"\r\n", end):
+            end += 2
+        else:
+            return end
+
+
+def _starts_message(data: bytes, pos: int) -> bool:
+    """True at the end of `data` (nothing new) or at an envelope line."""
+    if pos >= len(data):
+        return True
+    newline = data.find(b"\n", pos)
+    return is_envelope(data[pos : newline + 1 if newline >= 0 else len(data)])
 
 
 def _absorb_whole(known: Known | None, data: bytes, out: Absorbed, mboxrd: bool) -> Absorbed:
@@ -234,13 +261,13 @@ def _absorb_whole(known: Known | None, data: bytes, out: Absorbed, mboxrd: bool)
         and stop is not None
         and stop <= len(data)
         and _tail_digest(data, stop) == known.tail_sha256
-        and (stop == len(data) or is_envelope(data[stop : data.find(b"\n", stop) + 1]))
+        and _starts_message(data, _blank_lines(data, stop))
     ):
         # The file grew (or is the same): only what follows the stop sign is new.
-        tail = data[stop:]
+        start = _blank_lines(data, stop)
         out.messages = [
-            RawMessage(m.offset + stop, m.raw, m.envelope)
-            for m in split_mbox(tail, unescape=mboxrd)
+            RawMessage(m.offset + start, m.raw, m.envelope)
+            for m in split_mbox(data[start:], unescape=mboxrd)
         ]
         out.counted = known.counted + len(out.messages)
         return out

@@ -265,4 +265,5 @@ def parse_hyperkitty_count(data: bytes) -> int:
 def mbox_month(url: str) -> Month:
     """A plain mbox file is one sub-list; gzip is sniffed, so only a plain file grows."""
     gz = url.lower().endswith((".gz", ".gzip"))
-    return Month(ALL, (url,), None, grows=not gz, mboxrd=True)
+    # mboxo and mboxrd files cannot be told apart: ">From " lines are kept as served.
+    return Month(ALL, (url,), None, grows=not gz, mboxrd=False)

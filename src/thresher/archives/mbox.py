@@ -18,12 +18,14 @@ Why one regex: `iter_mbox` runs a single ``finditer`` over the whole buffer; the
 starts with the literal ``From ``, which lets ``re`` skip ahead with a fast substring
 search, and the blank-line test is a look-behind, so no Python code runs per line.
 
-Escaping: with ``unescape=True`` (mboxrd, e.g. Pony Mail and Python's ``mailbox``-written
-files for ``From `` lines) one ``>`` is removed from every body line matching
-``^>+From ``. That is exact for mboxrd. For mboxo (pipermail, most old archives) it is
-ambiguous: mboxo turned ``From `` into ``>From `` but left ``>From `` alone, so a
-``>From `` line may have been either; pass ``unescape=False`` to keep mboxo bodies as
-stored, which is the only choice that never invents a change.
+Escaping: with ``unescape=True`` (mboxrd: Pony Mail Foal's ``api/mbox.lua``) one ``>``
+is removed from every body line matching ``^>+From ``. That is exact for mboxrd. For
+mboxo (HyperKitty's exports and Python's ``mailbox``, which quote ``From `` lines only;
+mod_mbox files; any plain mbox, which cannot say which it is) it is ambiguous: mboxo
+turned ``From `` into ``>From `` but left ``>From `` alone, so a ``>From `` line may have
+been either; pass ``unescape=False`` to keep such bodies as served, which is the only
+choice that never invents a change. Pipermail does not quote at all. Which archive kind
+un-escapes, and why, is in docs/mail.md ("``>From`` lines").
 
 `maybe_gunzip` decides by the gzip magic bytes, not by file name or Content-Encoding,
 because servers mislabel ``.txt.gz`` months both ways; it caps the decompressed size so

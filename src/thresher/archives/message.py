@@ -7,10 +7,12 @@ garbage ``Date:`` headers, dates in 9999, and pipermail's ``user at host`` addre
 raw text, a flag) instead, so one bad message cannot stop the ingest of a month.
 
 Why the key: the store identifies a message by `Message.key`, the normalised Message-ID,
-or ``"sha256:" + sha256(raw)`` when there is none, so re-harvesting an archive never
-creates a second copy. Message-IDs are normalised the same way wherever they appear
-(``Message-ID``, ``In-Reply-To``, ``References``): the text inside the first ``<...>``
-(or the whole value when there are no brackets), with all whitespace removed.
+or ``"sha256:"`` + the digest of its normal form (`thresher.archives.normal`) when there
+is none, so re-harvesting an archive never creates a second copy, even when the archive
+wraps the message differently this time. Message-IDs are normalised the same way
+wherever they appear (``Message-ID``, ``In-Reply-To``, ``References``): the text
+inside the first ``<...>`` (or the whole value when there are no brackets), with all
+whitespace removed.
 
 Why only the header block is read, and by a regex: the headers end at the first blank
 line, so a 10 MB message costs what a 1 KB one does; and the stdlib ``FeedParser``
@@ -30,7 +32,6 @@ from __future__ import annotations
 import binascii
 import codecs
 import contextlib
-import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
@@ -93,14 +94,23 @@ class Message:
 
 def decode_bytes(data: bytes, charset: str | None = None) -> str:
     """Text from bytes of unknown encoding: UTF-8, then `charset`, then windows-1252,
-    then Latin-1 (which maps every byte, so this never fails)."""
-    for candidate in ("utf-8", charset, "cp1252"):
+    then Latin-1 (which maps every byte, so this never fails). Never raises, whatever
+    `charset` names, and never returns lone surrogates."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    for candidate in (charset, "cp1252"):
         if not candidate:
             continue
         try:
-            return data.decode(candidate)
-        except (UnicodeDecodeError, LookupError):
-            continue
+            text = data.decode(candidate)
+            # A codec may hand back lone surrogates (unicode_escape, utf-16 of odd
+            # bytes): no store can hold them.
+            text.encode("utf-8")
+        except Exception:  # a codec is arbitrary code: idna, "undefined", a NUL in
+            continue  # the name... raise UnicodeError, ValueError and more
+        return text
     return data.decode("latin-1")
 
 
@@ -109,7 +119,7 @@ def _lookup_charset(name: str) -> str | None:
     name = name.split("*", 1)[0].strip().lower()
     try:
         return codecs.lookup(name).name
-    except (LookupError, ValueError):
+    except Exception:  # LookupError, ValueError (a NUL), or a codec search function's own
         return None
 
 
@@ -263,12 +273,17 @@ def _from_addr(from_: str) -> str | None:
 
 
 def parse_message(
-    raw: bytes, *, list_name: str | None = None, now: datetime | None = None
+    raw: bytes,
+    *,
+    list_name: str | None = None,
+    now: datetime | None = None,
+    normal: str | None = None,
 ) -> Message:
     """The headers Thresher needs from one message (see the module docstring).
 
     `now` is the moment against which a date counts as in the future (more than one day
-    later); it defaults to the current time. Never raises on any bytes.
+    later); it defaults to the current time. `normal` is the message's
+    `normal_digest`, when the caller has it already. Never raises on any bytes.
     """
     headers = _read_headers(raw)
     content_type = headers.get(b"content-type")
@@ -284,7 +299,14 @@ def parse_message(
         return decode_header_value(decode_bytes(value, declared), declared).strip()
 
     message_id = normalize_message_id(text(b"message-id"))
-    key = message_id if message_id else "sha256:" + hashlib.sha256(raw).hexdigest()
+    if message_id:
+        key = message_id
+    else:
+        if normal is None:
+            from .normal import normal_digest  # here: normal.py uses this module's decoders
+
+            normal = normal_digest(raw)
+        key = "sha256:" + normal
 
     date_raw = text(b"date")
     date = parse_date(date_raw) if date_raw else None

@@ -23,8 +23,9 @@ from typing import Any
 from ..childproc import spawn_pool
 from .body import text_body
 from .mbox import RawMessage
-from .message import parse_message
+from .message import Message, parse_message
 from .months import ALL, month_of
+from .normal import normal_digest
 
 __all__ = ["PARALLEL_MIN", "display_name", "message_rows", "parse_rows"]
 
@@ -57,39 +58,68 @@ def display_name(from_: str | None) -> str | None:
 def message_rows(
     source: str, unit: str, messages: Sequence[RawMessage], now: float
 ) -> list[dict[str, Any]]:
-    """The `insert_message` parameters of each message, in order."""
+    """The `insert_message` parameters of each message, in order. Never raises: a
+    message whose headers, text or normal form cannot be read (a codec that fails in a
+    way nobody foresaw) is stored with its raw bytes and what could be read, and the
+    reason in `parse_error`; the month goes on."""
     moment = datetime.fromtimestamp(now, UTC)
-    rows = []
-    for raw in messages:
-        msg = parse_message(raw.raw, list_name=source, now=moment)
-        date = msg.date.timestamp() if msg.date is not None else None
-        month = unit
-        if unit == ALL:
-            # A plain mbox has no months of its own: file each message under its Date's,
-            # unless the date is missing, unreadable or in the future.
-            month = month_of(date) if date is not None and msg.date_flag is None else "undated"
-        rows.append(
-            dict(
-                source=source,
-                month=month,
-                key=_clean(msg.key),
-                sha256=hashlib.sha256(raw.raw).hexdigest(),
-                message_id=_clean(msg.message_id),
-                date=date,
-                date_raw=_clean(msg.date_raw),
-                date_flag=msg.date_flag,
-                from_name=_clean(display_name(msg.from_)),
-                from_addr=_clean(msg.from_addr),
-                subject=_clean(msg.subject),
-                in_reply_to=_clean(msg.in_reply_to),
-                refs=_clean(" ".join(msg.references)) or None,
-                body=_clean(text_body(raw.raw)),
-                raw=raw.raw,
-                position=raw.offset,
-                now=now,
-            )
+    return [_row(source, unit, raw, now, moment) for raw in messages]
+
+
+def _reason(part: str, exc: BaseException) -> str:
+    return f"{part}: {type(exc).__name__}: {exc}"[:500]
+
+
+def _row(source: str, unit: str, raw: RawMessage, now: float, moment: datetime) -> dict[str, Any]:
+    data = raw.raw
+    sha256 = hashlib.sha256(data).hexdigest()
+    errors: list[str] = []
+    try:
+        normal = normal_digest(data)
+    except Exception as exc:  # normal_form never raises; if it ever does, the raw
+        errors.append(_reason("normal form", exc))  # digest is as stable a stand-in
+        normal = sha256
+    try:
+        msg: Message | None = parse_message(data, list_name=source, now=moment, normal=normal)
+    except Exception as exc:
+        errors.append(_reason("headers", exc))
+        msg = None
+    try:
+        body: str | None = text_body(data)
+    except Exception as exc:
+        errors.append(_reason("body", exc))
+        body = None
+    if msg is None:
+        msg = Message(
+            "sha256:" + normal, None, None, None, None, None, None, None, None, (), source, data
         )
-    return rows
+    date = msg.date.timestamp() if msg.date is not None else None
+    month = unit
+    if unit == ALL:
+        # A plain mbox has no months of its own: file each message under its Date's,
+        # unless the date is missing, unreadable or in the future.
+        month = month_of(date) if date is not None and msg.date_flag is None else "undated"
+    return dict(
+        source=source,
+        month=month,
+        key=_clean(msg.key),
+        sha256=sha256,
+        norm_sha256=normal,
+        message_id=_clean(msg.message_id),
+        date=date,
+        date_raw=_clean(msg.date_raw),
+        date_flag=msg.date_flag,
+        from_name=_clean(display_name(msg.from_)),
+        from_addr=_clean(msg.from_addr),
+        subject=_clean(msg.subject),
+        in_reply_to=_clean(msg.in_reply_to),
+        refs=_clean(" ".join(msg.references)) or None,
+        body=_clean(body),
+        raw=data,
+        position=raw.offset,
+        parse_error=_clean("; ".join(errors)) or None,
+        now=now,
+    )
 
 
 async def parse_rows(

@@ -301,7 +301,7 @@ async def _list_months(
         first = parse_hyperkitty_list(await page(hyperkitty_list_url(root, address)))
         total = parse_hyperkitty_count(await page(hyperkitty_count_url(root, address)))
         return [
-            Month(m, (hyperkitty_export_url(root, address, m),), None, grows=False, mboxrd=True)
+            Month(m, (hyperkitty_export_url(root, address, m),), None, grows=False, mboxrd=False)
             for m in months_from(first, now)
         ], total
     return [mbox_month(url)], None
@@ -453,7 +453,7 @@ async def _month(ctx: JobContext) -> Outcome:
         )
     complete = closed and matches
     stop_key = rows[-1]["key"] if rows else (known.stop_key if known else None)
-    file_keys = {(r["key"], r["sha256"]) for r in rows} if absorbed.full else None
+    file_keys = {(r["key"], r["norm_sha256"]) for r in rows} if absorbed.full else None
 
     def write(tx: Tx) -> None:
         if rows:
@@ -471,7 +471,7 @@ async def _month(ctx: JobContext) -> Outcome:
         missing = 0
         if file_keys is not None and known is not None and known.harvested:
             gone = sorted(
-                {(r["key"], r["sha256"]) for r in tx.all(keys_query, **scope)} - file_keys
+                {(r["key"], r["norm_sha256"]) for r in tx.all(keys_query, **scope)} - file_keys
             )
             missing = len(gone)
             if gone:

@@ -4,19 +4,42 @@
 together with the row that records it in `schema_migrations`, so a crash mid-way leaves
 the schema at the previous version, never half-way. Two processes opening a new store
 at once are serialised (SQLite: the write lock; PostgreSQL: an advisory lock).
+
+A migration that needs Python (say, a digest of stored bytes that SQL cannot compute)
+has a line ``-- step: package.module`` in its script: the SQL before it runs, then the
+module's ``migrate(tx)`` with a `Tx` over the module's own named queries (``QUERIES``,
+in the format of the query files), then the SQL after it, all in the one transaction.
+The module is named, not imported here, so the store does not depend on the layers
+above it; a step must keep working for as long as its migration exists, so it brings
+its own SQL rather than using the current queries.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
 from ..errors import StoreError
+from .base import Tx
 
-__all__ = ["Migration", "migrations", "pending"]
+__all__ = ["Migration", "Step", "migrations", "pending"]
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
+_STEP = re.compile(r"^--[ \t]*step:[ \t]*([\w.]+)[ \t]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A migration's Python step: ``migrate(tx)`` and ``QUERIES`` of `module`."""
+
+    module: str
+
+    def load(self) -> tuple[str, Callable[[Tx], None]]:
+        found = importlib.import_module(self.module)
+        return found.QUERIES, found.migrate
 
 
 @dataclass(frozen=True)
@@ -24,6 +47,22 @@ class Migration:
     version: int
     name: str
     sql: str
+
+    def parts(self) -> list[str | Step]:
+        """The script cut at its ``-- step:`` lines: SQL, and the steps between, in
+        order; SQL that is only blanks and comments is left out."""
+        pieces = _STEP.split(self.sql)
+        out: list[str | Step] = []
+        for i, piece in enumerate(pieces):
+            if i % 2:
+                out.append(Step(piece))
+            elif _has_sql(piece):
+                out.append(piece)
+        return out
+
+
+def _has_sql(text: str) -> bool:
+    return any(line.strip() and not line.strip().startswith("--") for line in text.splitlines())
 
 
 def migrations(backend: str) -> list[Migration]:

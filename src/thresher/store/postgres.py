@@ -16,8 +16,8 @@ from psycopg.rows import dict_row
 
 from ..errors import StoreError, StoreUnavailable
 from .base import Row
-from .migrate import migrations, pending
-from .queries import load_queries
+from .migrate import Step, migrations, pending
+from .queries import load_queries, parse_queries
 
 __all__ = ["PostgresStore"]
 
@@ -120,7 +120,13 @@ class PostgresStore:
                     " name TEXT NOT NULL, applied DOUBLE PRECISION NOT NULL)"
                 )
                 for m in pending(self.backend, self.schema_version(), "the PostgreSQL store"):
-                    self._conn.execute(m.sql.encode())
+                    for part in m.parts():
+                        if isinstance(part, Step):
+                            queries, migrate = part.load()
+                            tx = _PgTx(self._conn, parse_queries(queries, part.module, "postgres"))
+                            migrate(tx)
+                        else:
+                            self._conn.execute(part.encode())
                     self._conn.execute(
                         "INSERT INTO schema_migrations VALUES (%s, %s, %s)",
                         (m.version, m.name, time.time()),

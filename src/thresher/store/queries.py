@@ -13,7 +13,7 @@ import re
 from functools import cache
 from importlib import resources
 
-__all__ = ["load_queries"]
+__all__ = ["load_queries", "parse_queries"]
 
 _NAME = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 # Not after "[": a POSIX class such as [[:alnum:]] in a regular expression.
@@ -52,6 +52,16 @@ def load_queries(backend: str) -> dict[str, str]:
                     if name not in queries:
                         raise ValueError(f"{backend}/{entry.name}: {name!r} overrides nothing")
                     queries[name] = sql
+    return _for_backend(queries, backend)
+
+
+def parse_queries(text: str, origin: str, backend: str) -> dict[str, str]:
+    """Named queries from `text` (the format of the files), ready for `backend`: for a
+    migration's Python step, which brings its own SQL."""
+    return _for_backend(_parse(text, origin), backend)
+
+
+def _for_backend(queries: dict[str, str], backend: str) -> dict[str, str]:
     if backend == "postgres":
-        queries = {k: _PARAM.sub(r"%(\1)s", v.replace("%", "%%")) for k, v in queries.items()}
+        return {k: _PARAM.sub(r"%(\1)s", v.replace("%", "%%")) for k, v in queries.items()}
     return queries

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..errors import StoreError, StoreUnavailable
 from .base import Row
-from .migrate import pending
-from .queries import load_queries
+from .migrate import Step, pending
+from .queries import load_queries, parse_queries
 
 __all__ = ["SQLiteStore"]
 
@@ -108,9 +108,16 @@ class SQLiteStore:
                 " (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied REAL NOT NULL)"
             )
             for m in pending(self.backend, self.schema_version(), f"store {self.path}"):
-                # executescript would commit our transaction; run statement by statement.
-                for statement in _statements(m.sql):
-                    self._conn.execute(statement)
+                for part in m.parts():
+                    if isinstance(part, Step):
+                        queries, migrate = part.load()
+                        migrate(
+                            _SQLiteTx(self._conn, parse_queries(queries, part.module, "sqlite"))
+                        )
+                        continue
+                    # executescript would commit our transaction; run statement by statement.
+                    for statement in _statements(part):
+                        self._conn.execute(statement)
                 self._conn.execute(
                     "INSERT INTO schema_migrations VALUES (?, ?, ?)",
                     (m.version, m.name, time.time()),

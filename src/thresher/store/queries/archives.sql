@@ -45,13 +45,15 @@ UPDATE archive_months SET state = 'open', completed_at = NULL
 WHERE source = :source AND state = 'complete'
 
 -- name: insert_message
-INSERT INTO messages (source, month, key, sha256, message_id, date, date_raw, date_flag,
-                      from_name, from_addr, subject, in_reply_to, refs, body, raw,
-                      position, first_seen)
-VALUES (:source, :month, :key, :sha256, :message_id, :date, :date_raw, :date_flag,
-        :from_name, :from_addr, :subject, :in_reply_to, :refs, :body, :raw,
-        :position, :now)
-ON CONFLICT (source, key, sha256) DO NOTHING
+-- One row per (list, key, normal form): a capture of a message already stored, however
+-- the archive wrapped it this time, adds nothing; the first capture's bytes stay.
+INSERT INTO messages (source, month, key, sha256, norm_sha256, message_id, date, date_raw,
+                      date_flag, from_name, from_addr, subject, in_reply_to, refs, body,
+                      raw, position, first_seen, parse_error)
+VALUES (:source, :month, :key, :sha256, :norm_sha256, :message_id, :date, :date_raw,
+        :date_flag, :from_name, :from_addr, :subject, :in_reply_to, :refs, :body,
+        :raw, :position, :now, :parse_error)
+ON CONFLICT (source, key, norm_sha256) DO NOTHING
 
 -- name: flag_conflicts
 -- Different messages sharing a Message-ID are all kept; flag every copy of such a key.
@@ -60,7 +62,7 @@ WHERE source = :source AND conflict = 0 AND key IN (
     SELECT n.key FROM messages n
     WHERE n.source = :source AND n.month = :month AND EXISTS (
         SELECT 1 FROM messages o
-        WHERE o.source = n.source AND o.key = n.key AND o.sha256 <> n.sha256))
+        WHERE o.source = n.source AND o.key = n.key AND o.norm_sha256 <> n.norm_sha256))
 
 -- name: count_month_messages
 SELECT count(*) AS n FROM messages WHERE source = :source AND month = :month
@@ -69,7 +71,7 @@ SELECT count(*) AS n FROM messages WHERE source = :source AND month = :month
 SELECT count(*) AS n FROM messages WHERE source = :source
 
 -- name: month_message_keys
-SELECT key, sha256 FROM messages WHERE source = :source AND month = :month
+SELECT key, norm_sha256 FROM messages WHERE source = :source AND month = :month
 
 -- name: insert_archive_event
 INSERT INTO archive_events (source, month, at, kind, detail)
@@ -86,7 +88,7 @@ SELECT count(*) AS months,
 FROM archive_months WHERE source = :source
 
 -- name: source_message_keys
-SELECT key, sha256 FROM messages WHERE source = :source
+SELECT key, norm_sha256 FROM messages WHERE source = :source
 
 -- name: last_message_id
 SELECT coalesce(max(id), 0) AS n FROM messages
