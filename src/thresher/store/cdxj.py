@@ -274,19 +274,18 @@ _MIME_END = re.compile(r"[; ]")
 _HEAD_PEEK = 65536
 
 
-def http_status_and_mime(head: bytes) -> tuple[str | None, str | None]:
-    """(status code, MIME type without parameters) from an HTTP response head, or Nones.
+def http_status_and_mime(head: bytes) -> tuple[str | None, str]:
+    """(status code or None, MIME type without parameters) from an HTTP response head.
 
-    The MIME type is the first Content-Type up to ``;`` or a space, as pywb takes it.
+    The MIME type is the first Content-Type up to ``;`` or a space, as pywb takes it, and
+    ``unk`` without one (a 404 often has none), as pywb's indexer writes it.
     """
     m = _STATUS_LINE.match(head)
     status = m.group(1).decode("ascii") if m else None
     end = head.find(b"\r\n\r\n")
     ct = _CONTENT_TYPE.search(head, 0, len(head) if end < 0 else end + 2)
-    mime = None
-    if ct:
-        mime = _MIME_END.split(ct.group(1).decode("latin-1").strip(), maxsplit=1)[0] or None
-    return status, mime
+    value = ct.group(1).decode("latin-1").strip() if ct else ""
+    return status, _MIME_END.split(value, maxsplit=1)[0] if value else "unk"
 
 
 def timestamp14(warc_date: str) -> str:
