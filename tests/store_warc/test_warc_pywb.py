@@ -19,7 +19,7 @@ import pytest
 from warc_samples import capture_of, gzip_encoded, make_exchange, not_modified, write
 
 from thresher.store.cdxj import cdxj_path, parse_cdxj_line, surt
-from thresher.store.warc import WarcWriter
+from thresher.store.warc import Capture, WarcWriter
 from wayback import get, wayback
 
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ COLLECTION = "thresher"
 
 
 @dataclass(frozen=True)
-class Capture:
+class Replayed:
     url: str
     timestamp: str
     payload: bytes  # what replay must return
@@ -38,7 +38,7 @@ class Capture:
 class Archive:
     directory: Path
     base: str  # http://127.0.0.1:PORT/COLLECTION
-    captures: list[Capture]
+    captures: list[Replayed]
 
 
 def stamp(t: float) -> str:
@@ -57,22 +57,30 @@ def archive(pywb_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     elsewhere = make_exchange(3)  # another URL with plain's payload: a revisit
     later = replace(make_exchange(4), url=plain.url)  # plain again, unchanged: a revisit
     unmodified = not_modified(plain, 5)  # plain asked for again, answered 304
+    # odd, answered 304, by a store that knew only its URL and digest (before migration 13)
+    odd_unmodified = not_modified(odd, 6)
     # A tiny max_size puts every exchange in a file of its own: replay must follow the
     # revisits across files.
     with WarcWriter(warcs, max_size=1) as writer:
         first = write(writer, plain)
-        for ex in (encoded, odd):
-            write(writer, ex)
+        write(writer, encoded)
+        odd_first = write(writer, odd)
         for ex in (elsewhere, later):
             write(writer, ex, payload=plain.payload, revisit_of=capture_of(plain, first))
         write(writer, unmodified, not_modified_of=capture_of(plain, first))
+        write(
+            writer,
+            odd_unmodified,
+            not_modified_of=Capture(odd.url, digest=odd_first.payload_digest),
+        )
     captures = [
-        Capture(plain.url, stamp(plain.fetched_at), plain.payload),
-        Capture(encoded.url, stamp(encoded.fetched_at), encoded.payload),
-        Capture(odd.url, stamp(odd.fetched_at), odd.payload),
-        Capture(elsewhere.url, stamp(elsewhere.fetched_at), plain.payload),
-        Capture(later.url, stamp(later.fetched_at), plain.payload),
-        Capture(unmodified.url, stamp(unmodified.fetched_at), plain.payload),
+        Replayed(plain.url, stamp(plain.fetched_at), plain.payload),
+        Replayed(encoded.url, stamp(encoded.fetched_at), encoded.payload),
+        Replayed(odd.url, stamp(odd.fetched_at), odd.payload),
+        Replayed(elsewhere.url, stamp(elsewhere.fetched_at), plain.payload),
+        Replayed(later.url, stamp(later.fetched_at), plain.payload),
+        Replayed(unmodified.url, stamp(unmodified.fetched_at), plain.payload),
+        Replayed(odd.url, stamp(odd_unmodified.fetched_at), odd.payload),
     ]
     (root / "config.yaml").write_text(
         json.dumps(  # YAML is a superset of JSON
@@ -99,7 +107,7 @@ def test_replay_returns_each_payload_as_stored(archive: Archive) -> None:
 def test_the_latest_capture_of_an_unmodified_page_replays_the_original(archive: Archive) -> None:
     """The 304 is the newest capture of its URL: replay serves the page it confirms, at
     the 304's date."""
-    plain, unmodified = archive.captures[0], archive.captures[-1]
+    plain, unmodified = archive.captures[0], archive.captures[5]
     reply = get(f"{archive.base}/id_/{plain.url}")
     assert (reply.status, reply.body) == (200, plain.payload)
     when = time.strptime(reply.headers["memento-datetime"], "%a, %d %b %Y %H:%M:%S GMT")
