@@ -249,6 +249,7 @@ def test_revisit_keeps_the_head_and_points_to_the_original(tmp_path: Path) -> No
     assert rec.block == again.response_head  # the head, no payload
     assert rec.header("Content-Length") == str(len(again.response_head))
     assert rec.header("WARC-Profile") == REVISIT_PROFILE
+    assert rec.header("WARC-Truncated") == "length"  # WARC 1.1 6.7.2
     assert rec.header("WARC-Refers-To-Target-URI") == original.url
     assert rec.header("WARC-Refers-To-Date") == orig.header("WARC-Date")
     assert rec.header("WARC-Refers-To") == orig.header("WARC-Record-ID") == first.record_id
@@ -292,6 +293,7 @@ def test_a_304_is_a_server_not_modified_revisit_of_the_capture_it_confirms(
     assert rec.header("WARC-Payload-Digest") == orig.header("WARC-Payload-Digest")
     assert revisit.payload_digest == first.payload_digest
     assert (rec.block, rec.header("Content-Length"), rec.header("Content-Type")) == (b"", "0", None)
+    assert rec.header("WARC-Truncated") is None  # nothing to cut short
     # The 304's head, kept in the metadata record beside it, byte for byte.
     [meta] = [
         r

@@ -15,7 +15,8 @@ starts with a ``warcinfo`` record, and a new file is started once the current on
 always; ``WARC-Refers-To-Date``, ``WARC-Refers-To`` and the payload digest where known):
 
 - a payload equal to an earlier capture's (``revisit_of``; WARC 1.1 profile
-  *identical-payload-digest*): the HTTP head is kept, the payload is not;
+  *identical-payload-digest*): the HTTP head is kept, the payload is not
+  (``WARC-Truncated: length``);
 - a 304 answer to a conditional GET (``not_modified_of``; profile *server-not-modified*):
   the record has no block, and its ``WARC-Payload-Digest`` is the confirmed capture's (WARC
   1.1: "the payload is defined as the original payload content"). The 304's head goes
@@ -556,7 +557,8 @@ class WarcWriter:
             response = self._member(
                 "revisit",
                 response_id,
-                f"{http_common}WARC-Profile: {REVISIT_PROFILE}\r\n"
+                # WARC 1.1 6.7.2: a block cut short of its payload says so.
+                f"{http_common}WARC-Profile: {REVISIT_PROFILE}\r\nWARC-Truncated: length\r\n"
                 f"{revisit_of.refers_to()}WARC-Payload-Digest: {digest}\r\n",
                 _HTTP_RESPONSE,
                 response_head,
