@@ -10,6 +10,7 @@ import pytest
 
 from pg import PgServer, find_pg_bin
 from thresher.store import Store, open_store
+from wayback import pywb_bin  # noqa: F401  (a fixture for the replay tests)
 
 BACKENDS = ["sqlite", "postgres"]
 

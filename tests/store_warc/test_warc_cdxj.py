@@ -127,10 +127,15 @@ def test_surt_refuses_a_port_that_is_not_a_number() -> None:
 def test_http_status_and_mime() -> None:
     head = b"HTTP/1.1 404 Not Found\r\nX: 1\r\ncontent-type:  text/html; charset=utf-8\r\n\r\n"
     assert http_status_and_mime(head) == ("404", "text/html")
-    assert http_status_and_mime(b"HTTP/1.0 200 OK\r\n\r\n") == ("200", None)
+    # No Content-Type: "unk", as pywb's indexer writes it.
+    assert http_status_and_mime(b"HTTP/1.0 200 OK\r\n\r\n") == ("200", "unk")
+    assert http_status_and_mime(b"HTTP/1.0 404 Not Found\r\nContent-Type: \r\n\r\n") == (
+        "404",
+        "unk",
+    )
     # Only the head counts, not a Content-Type line in the payload.
-    assert http_status_and_mime(b"HTTP/1.1 200 OK\r\n\r\nContent-Type: x/y\r\n") == ("200", None)
-    assert http_status_and_mime(b"garbage") == (None, None)
+    assert http_status_and_mime(b"HTTP/1.1 200 OK\r\n\r\nContent-Type: x/y\r\n") == ("200", "unk")
+    assert http_status_and_mime(b"garbage") == (None, "unk")
 
 
 def test_cdxj_line_has_pywbs_fields_in_order() -> None:

@@ -1,81 +1,34 @@
 """pywb replays what the writer wrote, through the writer's own CDXJ: payloads come back byte
-for byte, revisits resolve to their originals, pywb's indexer writes the same index as ours,
-and our SURT keys are the ones the ``surt`` package computes.
-
-pywb pins old releases of several packages (werkzeug, redis, webassets…), so it runs in a
-virtualenv of its own, built once with pip and kept under ``~/.cache/thresher-tests``
-(``$XDG_CACHE_HOME`` if set): the first run takes about a minute, later ones a few seconds.
+for byte, revisits (identical payloads and 304s) resolve to their originals, pywb's
+indexer writes the same index as ours, and our SURT keys are the ones the ``surt``
+package computes. pywb runs from the virtualenv scripts/test makes (see tests/wayback.py).
 """
 
 from __future__ import annotations
 
-import fcntl
 import gzip
-import importlib.util
 import json
-import os
 import random
-import shutil
-import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
-from warc_samples import gzip_encoded, make_exchange, write
+from warc_samples import capture_of, gzip_encoded, make_exchange, not_modified, write
 
 from thresher.store.cdxj import cdxj_path, parse_cdxj_line, surt
-from thresher.store.warc import WarcWriter
+from thresher.store.warc import Capture, WarcWriter
+from wayback import get, wayback
 
 pytestmark = pytest.mark.slow
 
-PYWB = "pywb==2.10.0"
 COLLECTION = "thresher"
 
 
-@pytest.fixture(scope="session")
-def pywb_venv() -> Path:
-    """A virtualenv with pywb, built on first use and reused across test runs."""
-    if importlib.util.find_spec("ensurepip") is None:
-        pytest.skip("pip is unavailable: python3 -m venv cannot install it (python3-venv)")
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "thresher-tests"
-    cache.mkdir(parents=True, exist_ok=True)
-    v = sys.version_info
-    venv = cache / f"{PYWB.replace('==', '-')}-py{v.major}.{v.minor}"
-    done = venv / "installed"
-    # Test runs on one machine share the cache: one builds, the others wait for it.
-    with open(cache / f"{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.exists():
-            shutil.rmtree(venv, ignore_errors=True)
-            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-            pip = subprocess.run(
-                [
-                    venv / "bin" / "python",
-                    "-m",
-                    "pip",
-                    "install",
-                    "-q",
-                    "--disable-pip-version-check",
-                    PYWB,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=900,
-            )
-            if pip.returncode != 0:
-                pytest.fail(f"pip install {PYWB} failed:\n{pip.stdout[-2000:]}{pip.stderr[-4000:]}")
-            done.write_text(PYWB + "\n")
-    return venv
-
-
 @dataclass(frozen=True)
-class Capture:
+class Replayed:
     url: str
     timestamp: str
     payload: bytes  # what replay must return
@@ -85,30 +38,15 @@ class Capture:
 class Archive:
     directory: Path
     base: str  # http://127.0.0.1:PORT/COLLECTION
-    captures: list[Capture]
+    captures: list[Replayed]
 
 
 def stamp(t: float) -> str:
     return time.strftime("%Y%m%d%H%M%S", time.gmtime(t))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def get(url: str, **headers: str) -> tuple[int, bytes]:
-    request = urllib.request.Request(url, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return int(response.status), bytes(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
-
-
 @pytest.fixture(scope="module")
-def archive(pywb_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
+def archive(pywb_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Archive]:
     """A few captures across several WARC files, served by ``wayback`` on a free port."""
     root = tmp_path_factory.mktemp("pywb")
     warcs = root / "warcs"
@@ -118,85 +56,82 @@ def archive(pywb_venv: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     odd = replace(make_exchange(2), url="https://www.Example.ORG/Search/?q=B%20c&a=1")
     elsewhere = make_exchange(3)  # another URL with plain's payload: a revisit
     later = replace(make_exchange(4), url=plain.url)  # plain again, unchanged: a revisit
+    unmodified = not_modified(plain, 5)  # plain asked for again, answered 304
+    # odd, answered 304, by a store that knew only its URL and digest (before migration 14)
+    odd_unmodified = not_modified(odd, 6)
     # A tiny max_size puts every exchange in a file of its own: replay must follow the
     # revisits across files.
     with WarcWriter(warcs, max_size=1) as writer:
-        for ex in (plain, encoded, odd):
-            write(writer, ex)
+        first = write(writer, plain)
+        write(writer, encoded)
+        odd_first = write(writer, odd)
         for ex in (elsewhere, later):
-            write(writer, ex, payload=plain.payload, revisit_of=(plain.url, plain.fetched_at))
+            write(writer, ex, payload=plain.payload, revisit_of=capture_of(plain, first))
+        write(writer, unmodified, not_modified_of=capture_of(plain, first))
+        write(
+            writer,
+            odd_unmodified,
+            not_modified_of=Capture(odd.url, digest=odd_first.payload_digest),
+        )
     captures = [
-        Capture(plain.url, stamp(plain.fetched_at), plain.payload),
-        Capture(encoded.url, stamp(encoded.fetched_at), encoded.payload),
-        Capture(odd.url, stamp(odd.fetched_at), odd.payload),
-        Capture(elsewhere.url, stamp(elsewhere.fetched_at), plain.payload),
-        Capture(later.url, stamp(later.fetched_at), plain.payload),
+        Replayed(plain.url, stamp(plain.fetched_at), plain.payload),
+        Replayed(encoded.url, stamp(encoded.fetched_at), encoded.payload),
+        Replayed(odd.url, stamp(odd.fetched_at), odd.payload),
+        Replayed(elsewhere.url, stamp(elsewhere.fetched_at), plain.payload),
+        Replayed(later.url, stamp(later.fetched_at), plain.payload),
+        Replayed(unmodified.url, stamp(unmodified.fetched_at), plain.payload),
+        Replayed(odd.url, stamp(odd_unmodified.fetched_at), odd.payload),
     ]
     (root / "config.yaml").write_text(
         json.dumps(  # YAML is a superset of JSON
             {"collections": {COLLECTION: {"index_paths": str(warcs), "archive_paths": f"{warcs}/"}}}
         )
     )
-    port = free_port()
-    with open(root / "wayback.log", "wb") as log:
-        server = subprocess.Popen(
-            [pywb_venv / "bin" / "wayback", "-b", "127.0.0.1", "-p", str(port)],
-            cwd=root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    base = f"http://127.0.0.1:{port}/{COLLECTION}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if get(f"{base}/cdx?url={plain.url}")[0] == 200:
-                    break
-            except OSError:
-                pass
-            if server.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("wayback did not start:\n" + (root / "wayback.log").read_text())
-            time.sleep(0.2)
-        yield Archive(warcs, base, captures)
-    finally:
-        server.terminate()
-        try:
-            server.wait(10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    with wayback(pywb_bin, root) as base:
+        yield Archive(warcs, f"{base}/{COLLECTION}", captures)
 
 
 def test_replay_returns_each_payload_as_stored(archive: Archive) -> None:
     assert len(list(archive.directory.glob("*.warc.gz"))) == len(archive.captures)
     for capture in archive.captures:
         url = f"{archive.base}/{capture.timestamp}id_/{capture.url}"
-        status, body = get(url, **{"Accept-Encoding": "gzip"})
-        assert status == 200, (capture, body[:500])
-        assert body == capture.payload, capture.url
+        reply = get(url, **{"Accept-Encoding": "gzip"})
+        assert reply.status == 200, (capture, reply.body[:500])
+        assert reply.body == capture.payload, capture.url
     # A client that does not take gzip gets the gzip-encoded capture decoded.
     encoded = archive.captures[1]
-    status, body = get(f"{archive.base}/{encoded.timestamp}id_/{encoded.url}")
-    assert (status, body) == (200, gzip.decompress(encoded.payload))
+    reply = get(f"{archive.base}/{encoded.timestamp}id_/{encoded.url}")
+    assert (reply.status, reply.body) == (200, gzip.decompress(encoded.payload))
+
+
+def test_the_latest_capture_of_an_unmodified_page_replays_the_original(archive: Archive) -> None:
+    """The 304 is the newest capture of its URL: replay serves the page it confirms, at
+    the 304's date."""
+    plain, unmodified = archive.captures[0], archive.captures[5]
+    reply = get(f"{archive.base}/id_/{plain.url}")
+    assert (reply.status, reply.body) == (200, plain.payload)
+    when = time.strptime(reply.headers["memento-datetime"], "%a, %d %b %Y %H:%M:%S GMT")
+    assert time.strftime("%Y%m%d%H%M%S", when) == unmodified.timestamp
 
 
 def test_pywb_finds_our_index_lines(archive: Archive) -> None:
-    status, body = get(f"{archive.base}/cdx?url={archive.captures[0].url}&output=json")
-    assert status == 200
-    found = [json.loads(line) for line in body.decode().splitlines()]
+    reply = get(f"{archive.base}/cdx?url={archive.captures[0].url}&output=json")
+    assert reply.status == 200
+    found = [json.loads(line) for line in reply.body.decode().splitlines()]
     assert [(c["timestamp"], c["mime"]) for c in found] == [
         (archive.captures[0].timestamp, "text/html"),
         (archive.captures[4].timestamp, "warc/revisit"),
+        (archive.captures[5].timestamp, "warc/revisit"),
     ]
 
 
 def test_pywb_indexer_writes_the_same_index(
-    archive: Archive, pywb_venv: Path, tmp_path: Path
+    archive: Archive, pywb_bin: Path, tmp_path: Path
 ) -> None:
     warcs = sorted(archive.directory.glob("*.warc.gz"))
     # One run for all files; it writes NAME.cdx for each NAME.warc.gz into tmp_path.
     subprocess.run(
-        [pywb_venv / "bin" / "cdx-indexer", "-j", "-s", "-o", tmp_path, *warcs],
+        [pywb_bin / "cdx-indexer", "-j", "-s", "-o", tmp_path, *warcs],
         check=True,
         capture_output=True,
     )
@@ -204,11 +139,6 @@ def test_pywb_indexer_writes_the_same_index(
         pywb_index = tmp_path / warc.name.replace(".warc.gz", ".cdx")
         theirs = [parse_cdxj_line(x) for x in pywb_index.read_text().splitlines()]
         ours = [parse_cdxj_line(x) for x in cdxj_path(warc).read_text().splitlines()]
-        for _, _, fields in ours:
-            if fields["mime"] == "warc/revisit":
-                # pywb's indexer leaves out a revisit's status; webrecorder's cdxj-indexer
-                # and we keep the status of the HTTP head that a revisit record holds.
-                del fields["status"]
         assert theirs and ours == theirs
 
 
@@ -259,10 +189,10 @@ json.dump(out, sys.stdout)
 """
 
 
-def test_surt_keys_equal_the_surt_package(pywb_venv: Path) -> None:
+def test_surt_keys_equal_the_surt_package(pywb_bin: Path) -> None:
     urls = awkward_urls(600)
     reference = subprocess.run(
-        [pywb_venv / "bin" / "python", "-W", "ignore", "-c", SURT_REFERENCE],
+        [pywb_bin / "python", "-W", "ignore", "-c", SURT_REFERENCE],
         input=json.dumps(urls),
         capture_output=True,
         text=True,

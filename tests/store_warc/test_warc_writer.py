@@ -27,8 +27,10 @@ import pytest
 from fastwarc.warc import ArchiveIterator as FastArchiveIterator
 from fastwarc.warc import WarcRecordType
 from warc_samples import (
+    capture_of,
     gzip_encoded,
     make_exchange,
+    not_modified,
     read_records,
     responses,
     warc_date,
@@ -38,7 +40,9 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 
 from thresher.store.cdxj import cdxj_path, parse_cdxj_line, surt, timestamp14, write_index
 from thresher.store.warc import (
+    NOT_MODIFIED_PROFILE,
     REVISIT_PROFILE,
+    Capture,
     WarcError,
     WarcPosition,
     WarcWriter,
@@ -167,8 +171,9 @@ def test_fastwarc_reads_every_record(tmp_path: Path) -> None:
             writer,
             make_exchange(2),
             payload=exchanges[0].payload,
-            revisit_of=(exchanges[0].url, exchanges[0].fetched_at),
+            revisit_of=capture_of(exchanges[0]),
         )
+        write(writer, not_modified(exchanges[1], 3), not_modified_of=capture_of(exchanges[1]))
     [name] = writer.files
     path = str(tmp_path / name)
     # FastWARC's records live only while the iterator is on them: check each in the loop.
@@ -179,13 +184,11 @@ def test_fastwarc_reads_every_record(tmp_path: Path) -> None:
     assert types == [
         WarcRecordType.warcinfo,
         *[WarcRecordType.request, WarcRecordType.response, WarcRecordType.metadata] * 2,
-        WarcRecordType.request,
-        WarcRecordType.revisit,
-        WarcRecordType.metadata,
+        *[WarcRecordType.request, WarcRecordType.revisit, WarcRecordType.metadata] * 2,
     ]
     assert all(block_ok)
 
-    found = []
+    found, profiles = [], []
     for rec in FastArchiveIterator(path, parse_http=True):
         if rec.record_type == WarcRecordType.response:
             found.append(
@@ -201,8 +204,11 @@ def test_fastwarc_reads_every_record(tmp_path: Path) -> None:
         elif rec.record_type == WarcRecordType.request:
             assert str(rec.http_headers.status_line).startswith("GET /page/")
         elif rec.record_type == WarcRecordType.revisit:
-            assert rec.headers["WARC-Profile"] == REVISIT_PROFILE
-            assert rec.http_headers.status_code == 200
+            profiles.append(rec.headers["WARC-Profile"])
+            if rec.headers["WARC-Profile"] == REVISIT_PROFILE:
+                assert rec.http_headers.status_code == 200
+            else:  # no block, so no HTTP head
+                assert rec.content_length == 0
             assert rec.reader.read() == b""
     assert found == [
         (
@@ -215,6 +221,7 @@ def test_fastwarc_reads_every_record(tmp_path: Path) -> None:
         )
         for ex, w in zip(exchanges, written, strict=True)
     ]
+    assert profiles == [REVISIT_PROFILE, NOT_MODIFIED_PROFILE]
     responses_ok = [
         rec.verify_payload_digest()
         for rec in FastArchiveIterator(path, parse_http=True)
@@ -232,7 +239,7 @@ def test_revisit_keeps_the_head_and_points_to_the_original(tmp_path: Path) -> No
             writer,
             again,
             payload=original.payload,
-            revisit_of=(original.url, original.fetched_at),
+            revisit_of=capture_of(original, first),
             payload_digest=first.payload_digest,
         )
     [name] = writer.files
@@ -242,8 +249,10 @@ def test_revisit_keeps_the_head_and_points_to_the_original(tmp_path: Path) -> No
     assert rec.block == again.response_head  # the head, no payload
     assert rec.header("Content-Length") == str(len(again.response_head))
     assert rec.header("WARC-Profile") == REVISIT_PROFILE
+    assert rec.header("WARC-Truncated") == "length"  # WARC 1.1 6.7.2
     assert rec.header("WARC-Refers-To-Target-URI") == original.url
     assert rec.header("WARC-Refers-To-Date") == orig.header("WARC-Date")
+    assert rec.header("WARC-Refers-To") == orig.header("WARC-Record-ID") == first.record_id
     assert rec.header("WARC-Payload-Digest") == orig.header("WARC-Payload-Digest")
     assert rec.header("WARC-Block-Digest") == payload_digest(again.response_head)
     assert rec.header("WARC-Target-URI") == again.url
@@ -256,6 +265,88 @@ def test_revisit_keeps_the_head_and_points_to_the_original(tmp_path: Path) -> No
     by_offset = {int(fields["offset"]): fields for _, _, fields in lines}
     assert by_offset[revisit.offset]["mime"] == "warc/revisit"
     assert by_offset[revisit.offset]["digest"] == by_offset[first.offset]["digest"]
+    assert "status" not in by_offset[revisit.offset]
+
+
+def test_a_304_is_a_server_not_modified_revisit_of_the_capture_it_confirms(
+    tmp_path: Path,
+) -> None:
+    original = make_exchange(0)
+    again = not_modified(original, 5)
+    with WarcWriter(tmp_path) as writer:
+        first = write(writer, original)
+        revisit = write(writer, again, not_modified_of=capture_of(original, first))
+        # Nothing known but the URL (a store from before captures were kept).
+        bare = write(writer, not_modified(original, 6), not_modified_of=Capture(original.url))
+    [name] = writer.files
+    records = read_records(tmp_path / name)
+    by_offset = {r.offset: r for r in records}
+    orig, rec = by_offset[first.offset], by_offset[revisit.offset]
+    assert rec.type == "revisit"
+    assert rec.header("WARC-Profile") == NOT_MODIFIED_PROFILE
+    assert rec.header("WARC-Target-URI") == original.url
+    assert rec.header("WARC-Date") == warc_date(again.fetched_at)
+    assert rec.header("WARC-Refers-To") == orig.header("WARC-Record-ID")
+    assert rec.header("WARC-Refers-To-Target-URI") == orig.header("WARC-Target-URI")
+    assert rec.header("WARC-Refers-To-Date") == orig.header("WARC-Date")
+    # The payload is the confirmed capture's (WARC 1.1 6.7.3), never the empty 304 body's.
+    assert rec.header("WARC-Payload-Digest") == orig.header("WARC-Payload-Digest")
+    assert revisit.payload_digest == first.payload_digest
+    assert (rec.block, rec.header("Content-Length"), rec.header("Content-Type")) == (b"", "0", None)
+    assert rec.header("WARC-Truncated") is None  # nothing to cut short
+    # The 304's head, kept in the metadata record beside it, byte for byte.
+    [meta] = [
+        r
+        for r in records
+        if r.type == "metadata" and r.header("WARC-Concurrent-To") == revisit.record_id
+    ]
+    assert meta.header("Content-Type") == "application/warc-fields"
+    assert meta.header("WARC-Target-URI") == original.url
+    status, *headers = again.response_head.rstrip(b"\r\n").split(b"\r\n")
+    assert meta.block.split(b"\r\n")[:-1] == [
+        b"http-status-line: " + status,
+        *(b"http-header: " + h for h in headers),
+    ]
+    # The conditional request, as sent.
+    [request] = [
+        r
+        for r in records
+        if r.type == "request" and r.header("WARC-Concurrent-To") == revisit.record_id
+    ]
+    assert request.block == again.request_head
+
+    empty = by_offset[bare.offset]
+    assert empty.header("WARC-Refers-To-Target-URI") == original.url
+    for absent in ("WARC-Refers-To", "WARC-Refers-To-Date", "WARC-Payload-Digest"):
+        assert empty.header(absent) is None
+    assert bare.payload_digest is None
+
+    index = {
+        int(f["offset"]): f
+        for _, _, f in map(parse_cdxj_line, cdxj_path(tmp_path / name).read_text().splitlines())
+    }
+    assert index[revisit.offset] == {
+        "url": original.url,
+        "mime": "warc/revisit",
+        "digest": index[first.offset]["digest"],
+        "length": str(revisit.length),
+        "offset": str(revisit.offset),
+        "filename": name,
+    }
+    assert "digest" not in index[bare.offset]
+    write_index(tmp_path / name, tmp_path / "rebuilt.cdxj")
+    assert (tmp_path / "rebuilt.cdxj").read_text() == cdxj_path(tmp_path / name).read_text()
+
+
+def test_a_revisit_is_one_kind_and_a_304_has_no_payload(tmp_path: Path) -> None:
+    ex = make_exchange(0)
+    with WarcWriter(tmp_path) as writer:
+        with pytest.raises(ValueError, match="one kind"):
+            write(writer, ex, revisit_of=capture_of(ex), not_modified_of=capture_of(ex))
+        with pytest.raises(ValueError, match="no payload"):
+            write(writer, ex, not_modified_of=capture_of(ex))
+        with pytest.raises(ValueError, match="line break"):
+            write(writer, not_modified(ex, 1), not_modified_of=Capture("http://a/\r\nX: y"))
 
 
 def test_metadata_lists_the_outlinks(tmp_path: Path) -> None:
@@ -309,7 +400,10 @@ def test_cdxj_is_sorted_and_points_at_each_capture(tmp_path: Path) -> None:
             writer,
             make_exchange(99),
             payload=make_exchange(1).payload,
-            revisit_of=(make_exchange(1).url, make_exchange(1).fetched_at),
+            revisit_of=capture_of(make_exchange(1)),
+        )
+        write(
+            writer, not_modified(make_exchange(1), 98), not_modified_of=capture_of(make_exchange(1))
         )
     total = 0
     for name in writer.files:
@@ -332,13 +426,16 @@ def test_cdxj_is_sorted_and_points_at_each_capture(tmp_path: Path) -> None:
             assert fields["url"] == url
             assert key == surt(url)
             assert stamp == timestamp14(rec.rec_headers.get_header("WARC-Date"))
-            assert "sha1:" + fields["digest"] == rec.rec_headers.get_header("WARC-Payload-Digest")
-            assert fields["status"] == "200"
-            assert fields["mime"] == ("warc/revisit" if rec.rec_type == "revisit" else "text/html")
+            digest = rec.rec_headers.get_header("WARC-Payload-Digest")
+            assert fields.get("digest") == (digest and digest.removeprefix("sha1:"))
+            if rec.rec_type == "revisit":  # as pywb's indexer has it: no status
+                assert fields["mime"] == "warc/revisit" and "status" not in fields
+            else:
+                assert (fields["mime"], fields["status"]) == ("text/html", "200")
         # The index built while writing equals one built by reading the file.
         write_index(warc, tmp_path / "rebuilt.cdxj")
         assert (tmp_path / "rebuilt.cdxj").read_text() == text
-    assert total == 41
+    assert total == 42
     assert not list(tmp_path.glob("*.open")) and not list(tmp_path.glob("*.tmp"))
 
 

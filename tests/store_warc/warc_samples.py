@@ -14,13 +14,15 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
-from thresher.store.warc import WarcWriter, WrittenRecord
+from thresher.store.warc import Capture, WarcWriter, WrittenRecord
 
 __all__ = [
     "Exchange",
     "Record",
+    "capture_of",
     "gzip_encoded",
     "make_exchange",
+    "not_modified",
     "read_records",
     "responses",
     "warc_date",
@@ -76,6 +78,32 @@ def gzip_encoded(ex: Exchange) -> Exchange:
         f"Content-Length: {len(body)}\r\n\r\n"
     ).encode()
     return replace(ex, response_head=head, payload=body)
+
+
+def not_modified(ex: Exchange, i: int) -> Exchange:
+    """A later conditional GET of ``ex``'s URL, number ``i``, answered 304 Not Modified."""
+    later = make_exchange(i)
+    etag = '"v1"'
+    return replace(
+        ex,
+        request_head=ex.request_head.replace(
+            b"\r\n\r\n", f"\r\nIf-None-Match: {etag}\r\n\r\n".encode()
+        ),
+        response_head=(
+            f"HTTP/1.1 304 Not Modified\r\nETag: {etag}\r\nDate: Wed, 01 May 2024 12:00:00 GMT\r\n"
+            "Cache-Control: max-age=60\r\n\r\n"
+        ).encode(),
+        payload=b"",
+        fetched_at=later.fetched_at,
+        outlinks=(),
+    )
+
+
+def capture_of(ex: Exchange, written: WrittenRecord | None = None) -> Capture:
+    """``ex`` as a revisit names it: with its record id and digest if ``written`` says."""
+    if written is None:
+        return Capture(ex.url, warc_date(ex.fetched_at))
+    return Capture(ex.url, written.date, written.record_id, written.payload_digest)
 
 
 def write(writer: WarcWriter, ex: Exchange, **overrides: object) -> WrittenRecord:

@@ -54,7 +54,7 @@ from ..frontier import (
 from ..frontier.politeness import is_failure
 from ..store import Row
 from ..store.aio import AsyncStore
-from ..store.warc import WarcPosition
+from ..store.warc import Capture, WarcPosition
 from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState, Unowned
 from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
 from .settings import CrawlSettings
@@ -181,7 +181,8 @@ class CrawlEngine:
         self.sieve = Sieve()
         self.batch = Batch()
         self.totals: dict[str, int] = {}
-        self._validators: dict[int, tuple[str | None, str | None]] = {}
+        # Known URLs with validators for a conditional GET, and the capture they confirm.
+        self._validators: dict[int, Pending] = {}
         self._waiting: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
         self._robots_inflight: set[str] = set()
         self._refused: dict[str, str] = {}
@@ -276,7 +277,7 @@ class CrawlEngine:
         now = self.clock.now()
         for p in loaded.pending:
             if p.etag or p.last_modified:
-                self._validators[p.hash] = (p.etag, p.last_modified)
+                self._validators[p.hash] = p
             self._admit(p.url, p.hash, p.depth, now)
         self._discover(self.settings.seeds, depth=0, now=now)
         if loaded.pending:
@@ -560,11 +561,12 @@ class CrawlEngine:
         assert self.fetcher is not None
         h = url_hash(fetch.url)
         headers: dict[str, str] = {}
-        etag, modified = self._validators.get(h, (None, None))
-        if etag:
-            headers["If-None-Match"] = etag
-        if modified:
-            headers["If-Modified-Since"] = modified
+        known = self._validators.get(h)
+        if known is not None:
+            if known.etag:
+                headers["If-None-Match"] = known.etag
+            if known.last_modified:
+                headers["If-Modified-Since"] = known.last_modified
         try:
             resp = await self.fetcher.get(fetch.url, headers)
         except FetchError as exc:
@@ -625,7 +627,10 @@ class CrawlEngine:
                     warc=(p.filename, p.offset),
                 )
 
-            await self._archive(_exchange(resp), not_modified)
+            # A revisit of the capture the validators came from; with none sent (a server
+            # answering 304 unasked), of the URL's own latest capture (see docs/crawling.md).
+            confirms = (known.capture if known else None) or Capture(resp.url)
+            await self._archive(_exchange(resp, confirms=confirms), not_modified)
         else:
             robots_tag = (resp.header("X-Robots-Tag") or "").lower()
             follow = "nofollow" not in robots_tag and "none" not in robots_tag
@@ -646,6 +651,7 @@ class CrawlEngine:
                     last_modified=resp.header("Last-Modified"),
                     digest=p.digest,
                     warc=(p.filename, p.offset),
+                    capture=p.capture,
                 )
                 if follow and not p.nofollow and p.links:
                     self._discover(p.links, fetch.depth + 1, now)
@@ -747,7 +753,13 @@ class CrawlEngine:
                 await self.pages.abandon()
 
 
-def _exchange(resp: Response, *, page: bool = False, outlinks: tuple[str, ...] = ()) -> Exchange:
+def _exchange(
+    resp: Response,
+    *,
+    page: bool = False,
+    outlinks: tuple[str, ...] = (),
+    confirms: Capture | None = None,
+) -> Exchange:
     return Exchange(
         url=resp.url,
         request_head=resp.request_head,
@@ -759,4 +771,5 @@ def _exchange(resp: Response, *, page: bool = False, outlinks: tuple[str, ...] =
         fetched_at=resp.started,
         page=page,
         outlinks=outlinks,
+        confirms=confirms,
     )

@@ -26,6 +26,7 @@ from typing import Any
 from ..errors import LeaseLost
 from ..frontier import Sieve
 from ..store import Row, Tx
+from ..store.warc import Capture
 
 __all__ = [
     "COUNTERS",
@@ -98,7 +99,7 @@ def from_signed(h: int) -> int:
     return h + _TWO_64 if h < 0 else h
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pending:
     """A known URL this run has not finished, with what the last fetch said of it."""
 
@@ -107,6 +108,9 @@ class Pending:
     depth: int
     etag: str | None
     last_modified: str | None
+    # The capture the validators came from, as far as the store knows it: what a 304
+    # answer to them confirms.
+    capture: Capture | None = None
 
 
 @dataclass
@@ -116,7 +120,7 @@ class Loaded:
     sieve: Sieve
     pending: list[Pending]
     robots: list[Row]
-    digests: dict[str, tuple[str, float]]
+    digests: dict[str, Capture]
     seq: int
     run: Row
     warc: tuple[str, int] | None  # the committed WARC position of this run (or shard)
@@ -139,7 +143,11 @@ Finish = tuple[
     float,
     str | None,
     int | None,
-]  # hash, state, status, error, fresh, etag, last_modified, digest, fetched_at, warc
+    str | None,
+    str | None,
+    str | None,
+]  # hash, state, status, error, fresh, etag, last_modified, digest, fetched_at, warc,
+#   capture (uri, date, record id)
 Send = tuple[int, int, str, int]  # shard, hash (signed), url, depth
 
 
@@ -218,14 +226,24 @@ class CrawlLedger:
             rows = tx.stream(
                 "crawl_pending_of_shard", source=self.source, run=self.run, shard=shard.index
             )
+        digests: dict[str, Capture] = {}
+        for r in tx.stream("crawl_digests", source=self.source):
+            known = digests.get(r["digest"])
+            # Rows of one payload name one capture; those from before migration 0014
+            # name only their URL, so a row that knows more wins.
+            if known is None or (known.date is None and r["capture_date"]):
+                digests[r["digest"]] = _capture(r)
         pending = [
-            Pending(r["url"], from_signed(r["hash"]), r["depth"], r["etag"], r["last_modified"])
+            Pending(
+                r["url"],
+                from_signed(r["hash"]),
+                r["depth"],
+                r["etag"],
+                r["last_modified"],
+                _capture(r, digests) if r["etag"] or r["last_modified"] else None,
+            )
             for r in rows
         ]
-        digests = {
-            r["digest"]: (r["url"], float(r["fetched_at"]))
-            for r in tx.stream("crawl_digests", source=self.source)
-        }
         seq_row = tx.one("crawl_max_seq", source=self.source)
         return Loaded(
             sieve=sieve,
@@ -301,7 +319,11 @@ class CrawlLedger:
         last_modified: str | None = None,
         digest: str | None = None,
         warc: tuple[str, int] | None = None,
+        capture: Capture | None = None,
     ) -> None:
+        """A URL this run is done with. ``replace``: a new body came, whose validators
+        (``etag``, ``last_modified``), ``digest`` and ``capture`` (the record holding the
+        payload) replace the old ones; otherwise they are kept (a 304, an error)."""
         batch.finishes.append(
             (
                 to_signed(h),
@@ -315,6 +337,9 @@ class CrawlLedger:
                 now,
                 warc[0] if warc else None,
                 warc[1] if warc else None,
+                capture.uri if capture else None,
+                capture.date if capture else None,
+                capture.record_id if capture else None,
             )
         )
 
@@ -409,6 +434,19 @@ class CrawlLedger:
         return ShardState(
             received, done=done, siblings_waiting=bool(state["waiting"]), owners=owners
         )
+
+
+def _capture(row: Row, digests: Mapping[str, Capture] | None = None) -> Capture:
+    """The capture a `crawl_urls` row names (only its URL, from before migration 0014):
+    the one in `digests` if it is that, so that a second run's URLs share what the digest
+    map holds anyway (50,000 URLs: 11 MiB less)."""
+    capture = Capture(
+        row["capture_uri"] or row["url"], row["capture_date"], row["capture_id"], row["digest"]
+    )
+    same = digests.get(capture.digest) if digests and capture.digest else None
+    if same is not None and same == capture:
+        return same
+    return capture
 
 
 def _json(rows: Iterable[Sequence[Any]]) -> str:

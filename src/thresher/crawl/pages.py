@@ -8,7 +8,9 @@ position `sync()` returns covers exactly the exchanges sent before it — which 
 lets the engine commit a batch with the WARC position that covers it.
 
 The writer also remembers the payload digest of every page stored (this crawl's and
-earlier runs'), so a page identical to an earlier one becomes a `revisit` record.
+earlier runs'), so a page identical to an earlier one becomes a `revisit` record naming
+the capture that holds the payload; and a 304 becomes a server-not-modified `revisit` of
+the capture its validators came from (`Exchange.confirms`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Protocol
 
 from ..childproc import spawn_pool
 from ..parse import extract_links, is_html
-from ..store.warc import WarcPosition, WarcWriter, payload_digest
+from ..store.warc import Capture, WarcPosition, WarcWriter, payload_digest
 
 __all__ = [
     "Exchange",
@@ -43,7 +45,7 @@ class WarcSetup:
     prefix: str
     max_size: int
     resume: WarcPosition | None
-    digests: dict[str, tuple[str, float]]  # payload digest -> (url, time) stored earlier
+    digests: dict[str, Capture]  # payload digest -> the capture stored earlier that holds it
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Exchange:
     fetched_at: float
     page: bool = False  # a 2xx answer: find its links, and compare its digest
     outlinks: tuple[str, ...] = ()  # what to record as outlinks when not a page
+    # A 304: the capture it confirms, as far as it is known (at least its URI).
+    confirms: Capture | None = None
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,9 @@ class Processed:
     duplicate: bool
     filename: str
     offset: int
+    # Of a 2xx answer: the record that holds its payload (its own, or the original's if a
+    # duplicate), which a later 304 confirms.
+    capture: Capture | None = None
 
 
 class PageWriter:
@@ -89,7 +96,7 @@ class PageWriter:
         links: list[str] = []
         nofollow = False
         digest: str | None = None
-        earlier: tuple[str, float] | None = None
+        earlier: Capture | None = None
         if ex.page:
             content = ex.body if ex.content is None else ex.content
             if is_html(ex.content_type, content):
@@ -97,8 +104,6 @@ class PageWriter:
                 links, nofollow = parsed.links, parsed.nofollow
             digest = payload_digest(ex.body)
             earlier = self.digests.get(digest)
-            if earlier is None:
-                self.digests[digest] = (ex.url, ex.fetched_at)
         rec = self.warc.write_exchange(
             url=ex.url,
             request_head=ex.request_head,
@@ -107,10 +112,17 @@ class PageWriter:
             ip=ex.ip,
             fetched_at=ex.fetched_at,
             revisit_of=earlier,
+            # A 304 with a body (no server should send one) is kept as it came.
+            not_modified_of=None if ex.body else ex.confirms,
             payload_digest=digest,
             outlinks=links if ex.page else ex.outlinks,
         )
-        return Processed(links, nofollow, digest, earlier is not None, rec.filename, rec.offset)
+        capture = earlier
+        if digest is not None and earlier is None:
+            capture = self.digests[digest] = Capture(ex.url, rec.date, rec.record_id, digest)
+        return Processed(
+            links, nofollow, digest, earlier is not None, rec.filename, rec.offset, capture
+        )
 
     def sync(self) -> WarcPosition:
         return self.warc.sync()

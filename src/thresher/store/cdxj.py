@@ -5,7 +5,9 @@ record: ``SURT-key timestamp14 {json}``. The JSON has the fields, spelling and o
 webrecorder's ``cdxj-indexer`` writes and pywb reads — ``url``, ``mime``, ``status``,
 ``digest`` (base32 SHA-1 *without* the ``sha1:`` prefix), ``length``, ``offset`` and
 ``filename``, every value a string, a field left out when the record has no value for it.
-Lines are sorted as strings, which is the order pywb's binary search expects.
+A revisit's line has ``mime`` ``warc/revisit`` and no status, as pywb's indexer writes it
+(pywb takes the status from the original when it resolves the revisit). Lines are sorted
+as strings, which is the order pywb's binary search expects.
 
 `surt` is our own implementation of the key that pywb computes for a lookup (the rules of
 archive-commons' ``WaybackURLKeyMaker``: Google's then the Internet Archive's
@@ -272,19 +274,18 @@ _MIME_END = re.compile(r"[; ]")
 _HEAD_PEEK = 65536
 
 
-def http_status_and_mime(head: bytes) -> tuple[str | None, str | None]:
-    """(status code, MIME type without parameters) from an HTTP response head, or Nones.
+def http_status_and_mime(head: bytes) -> tuple[str | None, str]:
+    """(status code or None, MIME type without parameters) from an HTTP response head.
 
-    The MIME type is the first Content-Type up to ``;`` or a space, as pywb takes it.
+    The MIME type is the first Content-Type up to ``;`` or a space, as pywb takes it, and
+    ``unk`` without one (a 404 often has none), as pywb's indexer writes it.
     """
     m = _STATUS_LINE.match(head)
     status = m.group(1).decode("ascii") if m else None
     end = head.find(b"\r\n\r\n")
     ct = _CONTENT_TYPE.search(head, 0, len(head) if end < 0 else end + 2)
-    mime = None
-    if ct:
-        mime = _MIME_END.split(ct.group(1).decode("latin-1").strip(), maxsplit=1)[0] or None
-    return status, mime
+    value = ct.group(1).decode("latin-1").strip() if ct else ""
+    return status, _MIME_END.split(value, maxsplit=1)[0] if value else "unk"
 
 
 def timestamp14(warc_date: str) -> str:
@@ -305,7 +306,8 @@ def cdxj_line(
     filename: str,
 ) -> str:
     """One CDXJ line (no newline) for a response (``mime`` from its HTTP head) or a revisit
-    (pass ``mime="warc/revisit"``). ``digest`` may carry the ``sha1:`` prefix; it is dropped.
+    (pass ``mime="warc/revisit"`` and no status). ``digest`` may carry the ``sha1:`` prefix;
+    it is dropped.
     """
     fields: dict[str, str] = {"url": url}
     if mime:
@@ -372,11 +374,12 @@ def record_line(info: RecordInfo, filename: str) -> str | None:
     """The CDXJ line of a response or revisit record; None for the records not indexed."""
     if info.rec_type not in ("response", "revisit") or not info.url or not info.warc_date:
         return None
-    status, mime = http_status_and_mime(info.head)
+    revisit = info.rec_type == "revisit"
+    status, mime = (None, "warc/revisit") if revisit else http_status_and_mime(info.head)
     return cdxj_line(
         url=info.url,
         warc_date=info.warc_date,
-        mime="warc/revisit" if info.rec_type == "revisit" else mime,
+        mime=mime,
         status=status,
         digest=info.payload_digest,
         length=info.length,

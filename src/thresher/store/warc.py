@@ -4,13 +4,33 @@
 Per fetched URL the writer appends a ``request`` record, a ``response`` record (the HTTP
 head and the payload as transferred, still content-encoded) and, when the page has
 outlinks, a ``metadata`` record listing them; request and metadata name the response in
-``WARC-Concurrent-To``. A page whose payload equals an earlier capture's is written as a
-``revisit`` record instead (WARC 1.1 profile *identical-payload-digest*: the HTTP head is
-kept, the payload is not). Records are WARC/1.1 with microsecond ``WARC-Date``s. Each
+``WARC-Concurrent-To``. Records are WARC/1.1 with microsecond ``WARC-Date``s. Each
 record is its own gzip member, so a reader can start at any record's offset; each file
 starts with a ``warcinfo`` record, and a new file is started once the current one holds
 ``max_size`` bytes (an exchange is never split across files, so a file may exceed
 ``max_size`` by one exchange).
+
+**Revisits.** Two kinds of exchange are written as a ``revisit`` record instead of a
+``response``, each naming the `Capture` that holds the payload (``WARC-Refers-To-Target-URI``
+always; ``WARC-Refers-To-Date``, ``WARC-Refers-To`` and the payload digest where known):
+
+- a payload equal to an earlier capture's (``revisit_of``; WARC 1.1 profile
+  *identical-payload-digest*): the HTTP head is kept, the payload is not
+  (``WARC-Truncated: length``);
+- a 304 answer to a conditional GET (``not_modified_of``; profile *server-not-modified*):
+  the record has no block, and its ``WARC-Payload-Digest`` is the confirmed capture's (WARC
+  1.1: "the payload is defined as the original payload content"). The 304's head goes
+  in the ``metadata`` record instead, as ``http-status-line`` and ``http-header`` fields.
+  Why not in the revisit's block, where WARC 1.1 allows it: replay tools serve a
+  revisit's own HTTP head with the original's payload (pywb 2.10's ``ResolvingLoader``
+  does, and returns a 3xx head at once without loading any payload), so a kept 304 head
+  replays as an empty 304, the very thing a revisit is meant to avoid. Without a block,
+  pywb serves the confirmed capture's head and payload. Never is the digest of the empty
+  304 body written: pywb takes ``sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ`` to mean "the
+  payload is empty" and looks no further.
+
+The CDXJ line of a revisit has the fields pywb's own indexer gives it: ``mime``
+``warc/revisit`` and the digest, no status.
 
 **Crash model.** `WarcWriter.sync` flushes and fsyncs and returns a `WarcPosition`: the file
 and the offset just past the last complete exchange. The crawler commits that position in
@@ -83,7 +103,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from random import getrandbits as _random_bits
 from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO, Literal, TextIO
+from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple, TextIO
 
 from ..errors import StoreError
 from .cdxj import (
@@ -102,8 +122,10 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 __all__ = [
+    "NOT_MODIFIED_PROFILE",
     "REVISIT_PROFILE",
     "WARC_VERSION",
+    "Capture",
     "PreparedExchange",
     "WarcError",
     "WarcPosition",
@@ -115,6 +137,7 @@ __all__ = [
 
 WARC_VERSION = "WARC/1.1"
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 _HTTP_REQUEST = "application/http; msgtype=request"
 _HTTP_RESPONSE = "application/http; msgtype=response"
 _SPOOL_SUFFIX = ".open"
@@ -134,13 +157,36 @@ class WarcPosition:
     offset: int
 
 
+class Capture(NamedTuple):
+    """A record that holds a payload, as a revisit names it: the fields a replay tool
+    finds it by. Only ``uri`` is required; the others are written where known. (A tuple:
+    one is made per page, and a frozen dataclass took twice as long to make.)"""
+
+    uri: str  # its WARC-Target-URI
+    date: str | None = None  # its WARC-Date
+    record_id: str | None = None  # its WARC-Record-ID
+    digest: str | None = None  # its WARC-Payload-Digest ("sha1:BASE32")
+
+    def refers_to(self) -> str:
+        """The WARC-Refers-To* fields naming this capture."""
+        _check_field(self.uri, "revisited URI")
+        fields = f"WARC-Refers-To-Target-URI: {self.uri}\r\n"
+        if self.date:
+            _check_field(self.date, "revisited date")
+            fields += f"WARC-Refers-To-Date: {self.date}\r\n"
+        if self.record_id:
+            _check_field(self.record_id, "revisited record id")
+            fields = f"WARC-Refers-To: {self.record_id}\r\n" + fields
+        return fields
+
+
 @dataclass(frozen=True)
 class PreparedExchange:
     """An exchange's records, compressed, ready for `WarcWriter.append`."""
 
     url: str
     date: str
-    digest: str
+    digest: str | None
     response_id: str
     mime: str | None
     status: str | None
@@ -154,10 +200,13 @@ class WrittenRecord:
     """Where `WarcWriter.write_exchange` put the response (or revisit) record."""
 
     record_id: str  # the response or revisit record's WARC-Record-ID
-    payload_digest: str  # "sha1:BASE32" of the payload as transferred
+    # "sha1:BASE32" of the payload as transferred; of a server-not-modified revisit, the
+    # confirmed capture's (None if unknown)
+    payload_digest: str | None
     filename: str
     offset: int  # of the response or revisit record's gzip member
     length: int  # compressed length of that member
+    date: str  # its WARC-Date
 
 
 # Base32 two letters (ten bits) at a time: a SHA-1 is 160 bits, 16 lookups. The standard
@@ -267,6 +316,21 @@ def _check_field(value: str, what: str) -> None:
     # A CR or LF in a header value would end the field and let the value forge headers.
     if "\r" in value or "\n" in value:
         raise ValueError(f"{what} contains a line break: {value!r}")
+
+
+_HEAD_LINES = re.compile(rb"\r?\n")
+
+
+def _head_fields(head: bytes) -> bytes:
+    """An HTTP head as ``application/warc-fields``: ``http-status-line`` and one
+    ``http-header`` field per header line, the bytes as they came."""
+    status, *lines = _HEAD_LINES.split(head.rstrip(b"\r\n"))
+    return (
+        b"http-status-line: "
+        + status
+        + b"\r\n"
+        + b"".join([b"http-header: " + line + b"\r\n" for line in lines])
+    )
 
 
 def _check_head(head: bytes, what: str) -> None:
@@ -399,7 +463,8 @@ class WarcWriter:
         payload: bytes,
         ip: str | None,
         fetched_at: float,
-        revisit_of: tuple[str, float] | None = None,
+        revisit_of: Capture | None = None,
+        not_modified_of: Capture | None = None,
         payload_digest: str | None = None,
         outlinks: Sequence[str] = (),
     ) -> WrittenRecord:
@@ -407,10 +472,12 @@ class WarcWriter:
 
         ``request_head`` and ``response_head`` are HTTP heads ending with their blank line
         (see `http_head`); ``payload`` is the body as transferred (still content-encoded,
-        not chunked). ``revisit_of`` is the (URL, fetch time) of an earlier capture with the
-        same payload digest: a revisit record is written and the payload left out.
-        ``payload_digest`` saves hashing the payload again if the caller has it. Nothing is
-        durable before the next `sync`.
+        not chunked). ``revisit_of`` is an earlier capture with the same payload digest: an
+        identical-payload-digest revisit is written, the payload left out.
+        ``not_modified_of`` is the capture a 304 answer confirms (``payload`` must be
+        empty): a server-not-modified revisit is written, the 304's head going to the
+        metadata record (see the module docstring). ``payload_digest`` saves hashing the
+        payload again if the caller has it. Nothing is durable before the next `sync`.
         """
         self._check_usable()
         return self.append(
@@ -422,6 +489,7 @@ class WarcWriter:
                 ip=ip,
                 fetched_at=fetched_at,
                 revisit_of=revisit_of,
+                not_modified_of=not_modified_of,
                 payload_digest=payload_digest,
                 outlinks=outlinks,
             )
@@ -436,7 +504,8 @@ class WarcWriter:
         payload: bytes,
         ip: str | None,
         fetched_at: float,
-        revisit_of: tuple[str, float] | None = None,
+        revisit_of: Capture | None = None,
+        not_modified_of: Capture | None = None,
         payload_digest: str | None = None,
         outlinks: Sequence[str] = (),
     ) -> PreparedExchange:
@@ -454,7 +523,6 @@ class WarcWriter:
         _check_head(response_head, "response_head")
         if payload_digest is not None:
             _check_field(payload_digest, "payload_digest")
-        digest = payload_digest or _digest(payload)
         date = _warc_date(fetched_at)
         response_id = _record_id()
         common = f"WARC-Date: {date}\r\nWARC-Target-URI: {url}\r\n"
@@ -464,7 +532,39 @@ class WarcWriter:
         request = self._member(
             "request", _record_id(), http_common + concurrent, _HTTP_REQUEST, request_head
         )
-        if revisit_of is None:
+        block = fields.encode("utf-8")
+        digest: str | None
+        if not_modified_of is not None:
+            if revisit_of is not None:
+                raise ValueError("an exchange is one kind of revisit, not both")
+            if payload:
+                raise ValueError("a 304 answer has no payload to leave out")
+            digest = not_modified_of.digest
+            if digest is not None:
+                _check_field(digest, "confirmed capture's digest")
+            response = self._member(
+                "revisit",
+                response_id,
+                f"{http_common}WARC-Profile: {NOT_MODIFIED_PROFILE}\r\n"
+                + not_modified_of.refers_to()
+                + (f"WARC-Payload-Digest: {digest}\r\n" if digest else ""),
+                None,
+                b"",
+            )
+            block += _head_fields(response_head)
+        elif revisit_of is not None:
+            digest = payload_digest or _digest(payload)
+            response = self._member(
+                "revisit",
+                response_id,
+                # WARC 1.1 6.7.2: a block cut short of its payload says so.
+                f"{http_common}WARC-Profile: {REVISIT_PROFILE}\r\nWARC-Truncated: length\r\n"
+                f"{revisit_of.refers_to()}WARC-Payload-Digest: {digest}\r\n",
+                _HTTP_RESPONSE,
+                response_head,
+            )
+        else:
+            digest = payload_digest or _digest(payload)
             response = self._member(
                 "response",
                 response_id,
@@ -472,33 +572,21 @@ class WarcWriter:
                 _HTTP_RESPONSE,
                 response_head + payload,
             )
-        else:
-            ref_url, ref_time = revisit_of
-            _check_field(ref_url, "revisit_of url")
-            response = self._member(
-                "revisit",
-                response_id,
-                f"{http_common}WARC-Profile: {REVISIT_PROFILE}\r\n"
-                f"WARC-Refers-To-Target-URI: {ref_url}\r\n"
-                f"WARC-Refers-To-Date: {_warc_date(ref_time)}\r\n"
-                f"WARC-Payload-Digest: {digest}\r\n",
-                _HTTP_RESPONSE,
-                response_head,
-            )
         metadata = b""
-        if outlinks:
-            block = fields.encode("utf-8")
+        if block:
             metadata = self._member(
                 "metadata", _record_id(), common + concurrent, "application/warc-fields", block
             )
+        revisit = revisit_of is not None or not_modified_of is not None
         status, mime = http_status_and_mime(response_head)
         return PreparedExchange(
             url=url,
             date=date,
             digest=digest,
             response_id=response_id,
-            mime="warc/revisit" if revisit_of is not None else mime,
-            status=status,
+            # As pywb's indexer has it: a revisit line has no status of its own.
+            mime="warc/revisit" if revisit else mime,
+            status=None if revisit else status,
             request=request,
             response=response,
             metadata=metadata,
@@ -532,7 +620,12 @@ class WarcWriter:
             self._failed = exc  # the index would miss a record; resuming rebuilds it
             raise
         return WrittenRecord(
-            prepared.response_id, prepared.digest, self._name, offset, len(prepared.response)
+            prepared.response_id,
+            prepared.digest,
+            self._name,
+            offset,
+            len(prepared.response),
+            prepared.date,
         )
 
     def sync(self) -> WarcPosition:
@@ -714,13 +807,14 @@ class WarcWriter:
     # --- records --------------------------------------------------------------------------
 
     def _member(
-        self, rec_type: str, record_id: str, fields: str, content_type: str, block: bytes
+        self, rec_type: str, record_id: str, fields: str, content_type: str | None, block: bytes
     ) -> bytes:
-        """One record as one gzip member."""
+        """One record as one gzip member (no Content-Type without a ``content_type``)."""
         block_digest = _digest(block)
+        typed = f"Content-Type: {content_type}\r\n" if content_type else ""
         head = (
             f"{WARC_VERSION}\r\nWARC-Type: {rec_type}\r\nWARC-Record-ID: {record_id}\r\n"
-            f"{fields}Content-Type: {content_type}\r\nWARC-Block-Digest: {block_digest}\r\n"
+            f"{fields}{typed}WARC-Block-Digest: {block_digest}\r\n"
             f"Content-Length: {len(block)}\r\n\r\n"
         ).encode()
         return self._compress(head + block + b"\r\n\r\n")

@@ -5,7 +5,10 @@
 SELECT hash FROM crawl_urls WHERE source = :source
 
 -- name: crawl_pending
-SELECT hash, url, host, depth, etag, last_modified, status FROM crawl_urls
+-- With the validators, the capture they came from (see migration 0013) and its digest.
+SELECT hash, url, host, depth, etag, last_modified, status, digest,
+       capture_uri, capture_date, capture_id
+FROM crawl_urls
 WHERE source = :source AND (fetched_run IS NULL OR fetched_run <> :run)
 ORDER BY depth, seq
 
@@ -17,7 +20,8 @@ GROUP BY host
 
 -- name: crawl_pending_of_shard
 -- crawl_pending, of one shard's hosts only: a shard holds none of the others' URLs.
-SELECT u.hash, u.url, u.host, u.depth, u.etag, u.last_modified, u.status
+SELECT u.hash, u.url, u.host, u.depth, u.etag, u.last_modified, u.status, u.digest,
+       u.capture_uri, u.capture_date, u.capture_id
 FROM crawl_urls u JOIN crawl_hosts h ON h.host = u.host
 WHERE u.source = :source AND (u.fetched_run IS NULL OR u.fetched_run <> :run)
   AND h.run_id = :run AND h.shard = :shard
@@ -27,7 +31,8 @@ ORDER BY u.depth, u.seq
 SELECT coalesce(max(seq), 0) AS seq FROM crawl_urls WHERE source = :source
 
 -- name: crawl_digests
-SELECT digest, url, fetched_at FROM crawl_urls
+-- The payload digest of each page stored, and the capture that holds that payload.
+SELECT digest, url, capture_uri, capture_date, capture_id FROM crawl_urls
 WHERE source = :source AND digest IS NOT NULL AND state = 'done'
 
 -- name: insert_crawl_urls
@@ -45,8 +50,9 @@ ON CONFLICT (source, hash) DO NOTHING
 
 -- name: finish_crawl_urls
 -- Rows: [hash, state, status, error, fresh, etag, last_modified, digest, fetched_at,
--- warc_file, warc_offset]. fresh = 1: a new body came (its validators, or none, replace
--- the old ones); fresh = 0: a 304 or an error, which keeps what the last body said.
+-- warc_file, warc_offset, capture_uri, capture_date, capture_id]. fresh = 1: a new body
+-- came (its validators and capture, or none, replace the old ones); fresh = 0: a 304 or
+-- an error, which keeps what the last body said (a 304 confirms that body's capture).
 WITH f AS MATERIALIZED (
     SELECT json_extract(value, '$[0]') AS hash, json_extract(value, '$[1]') AS state,
            json_extract(value, '$[2]') AS status, json_extract(value, '$[3]') AS error,
@@ -54,7 +60,10 @@ WITH f AS MATERIALIZED (
            json_extract(value, '$[6]') AS last_modified,
            json_extract(value, '$[7]') AS digest, json_extract(value, '$[8]') AS fetched_at,
            json_extract(value, '$[9]') AS warc_file,
-           json_extract(value, '$[10]') AS warc_offset
+           json_extract(value, '$[10]') AS warc_offset,
+           json_extract(value, '$[11]') AS capture_uri,
+           json_extract(value, '$[12]') AS capture_date,
+           json_extract(value, '$[13]') AS capture_id
     FROM json_each(:rows)
 )
 UPDATE crawl_urls SET
@@ -66,6 +75,10 @@ UPDATE crawl_urls SET
     last_modified = CASE WHEN f.fresh = 1 THEN f.last_modified
                          ELSE coalesce(f.last_modified, crawl_urls.last_modified) END,
     digest = CASE WHEN f.fresh = 1 THEN f.digest ELSE crawl_urls.digest END,
+    capture_uri = CASE WHEN f.fresh = 1 THEN nullif(f.capture_uri, crawl_urls.url)
+                       ELSE crawl_urls.capture_uri END,
+    capture_date = CASE WHEN f.fresh = 1 THEN f.capture_date ELSE crawl_urls.capture_date END,
+    capture_id = CASE WHEN f.fresh = 1 THEN f.capture_id ELSE crawl_urls.capture_id END,
     fetched_at = f.fetched_at,
     warc_file = coalesce(f.warc_file, crawl_urls.warc_file),
     warc_offset = coalesce(f.warc_offset, crawl_urls.warc_offset)

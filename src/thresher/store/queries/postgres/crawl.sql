@@ -17,6 +17,9 @@ UPDATE crawl_urls AS u SET
     last_modified = CASE WHEN f.fresh = 1 THEN f.last_modified
                          ELSE coalesce(f.last_modified, u.last_modified) END,
     digest = CASE WHEN f.fresh = 1 THEN f.digest ELSE u.digest END,
+    capture_uri = CASE WHEN f.fresh = 1 THEN nullif(f.capture_uri, u.url) ELSE u.capture_uri END,
+    capture_date = CASE WHEN f.fresh = 1 THEN f.capture_date ELSE u.capture_date END,
+    capture_id = CASE WHEN f.fresh = 1 THEN f.capture_id ELSE u.capture_id END,
     fetched_at = f.fetched_at,
     warc_file = coalesce(f.warc_file, u.warc_file),
     warc_offset = coalesce(f.warc_offset, u.warc_offset)
@@ -24,7 +27,8 @@ FROM (
     SELECT (e->>0)::bigint AS hash, e->>1 AS state, (e->>2)::integer AS status,
            e->>3 AS error, (e->>4)::integer AS fresh, e->>5 AS etag,
            e->>6 AS last_modified, e->>7 AS digest, (e->>8)::double precision AS fetched_at,
-           e->>9 AS warc_file, (e->>10)::bigint AS warc_offset
+           e->>9 AS warc_file, (e->>10)::bigint AS warc_offset,
+           e->>11 AS capture_uri, e->>12 AS capture_date, e->>13 AS capture_id
     FROM jsonb_array_elements(:rows::jsonb) AS e
 ) AS f
 WHERE u.source = :source AND u.hash = f.hash
