@@ -173,19 +173,28 @@ class RobotsCache:
     def allowed(self, url: str, now: float) -> bool | None:
         """May `url` be fetched? ``None``: the rules are not known, fetch robots.txt first.
         `url` is matched as it is fetched: its path and query, percent-escapes decoded."""
-        slot, path_query = self._slot(url)
-        known = self._current(slot, now)
+        # The hot path (every URL, twice), so `_slot` and `_current` are inlined.
+        m = URL_PARTS.match(url)
+        slot = self._spellings.get(m.group(1)) if m is not None else None
+        if slot is None:
+            slot = self._slot(url)[0]
+        known = slot.known
         if known is None:
+            return None
+        if now >= known.expires:
+            self._current(slot, now)  # forgets them
             return None
         rules = known.rules
         if rules is None:
             return False
         if rules.allows_all:
             return True
-        if path_query is None:
-            parts = urlsplit(url)
-            path_query = parts.path + ("?" + parts.query if "?" in url else "")
-        return rules.allowed_path(path_octets(path_query))
+        if m is not None:
+            return rules.allowed_path(path_octets(m.group(2)))
+        parts = urlsplit(url)
+        return rules.allowed_path(
+            path_octets(parts.path + ("?" + parts.query if "?" in url else ""))
+        )
 
     def crawl_delay(self, url: str, now: float) -> float | None:
         """The site's Crawl-delay for our user agent, if its rules are known and set one."""
