@@ -157,3 +157,48 @@ def test_partial_decoding_keeps_what_a_cut_stream_holds() -> None:
         assert decode_content(cut, name, 10**9)[1] is not None  # not partial: an error
         content, error = decode_content(data, name, 1000, partial=True)
         assert error is None and content == text[:1000]
+
+
+def test_redirects_are_followed_to_another_host_and_obeyed_for_the_first() -> None:
+    """RFC 9309 §2.3.1.2: "crawlers SHOULD follow at least five consecutive redirects,
+    even across authorities [...] If a robots.txt file is reached within five
+    consecutive redirects, the robots.txt file MUST be fetched, parsed, and its rules
+    followed in the context of the initial authority." """
+    seen: list[str] = []
+
+    async def elsewhere(request: web.Request) -> web.Response:
+        seen.append(f"elsewhere {request.path}")
+        if request.path == "/hop5":
+            return web.Response(text="User-agent: *\nDisallow: /private/\n")
+        return web.Response(status=404)
+
+    async def run() -> None:
+        async with serve(elsewhere) as other:
+
+            async def first(request: web.Request) -> web.Response:
+                seen.append(f"first {request.path}")
+                if request.path == "/robots.txt":
+                    return web.Response(status=301, headers={"Location": "/hop1"})
+                if request.path.startswith("/hop"):
+                    n = int(request.path[4:])
+                    # The fifth redirect goes to another host.
+                    target = f"{other}/hop5" if n == 4 else f"/hop{n + 1}"
+                    return web.Response(status=302, headers={"Location": target})
+                return web.Response(text="page")
+
+            polite = PoliteFetcher(SETTINGS, Politeness(delay=0.0), FakeClock())
+            async with serve(first) as base, polite:
+                with pytest.raises(RobotsDisallowed):
+                    await polite.get(f"{base}/private/x")
+                assert (await polite.get(f"{base}/public")).status == 200
+
+    asyncio.run(run())
+    assert seen == [
+        "first /robots.txt",
+        "first /hop1",
+        "first /hop2",
+        "first /hop3",
+        "first /hop4",
+        "elsewhere /hop5",
+        "first /public",
+    ]
