@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from thresher.config import DEFAULT_USER_AGENT
 from thresher.frontier import InvalidURL, RobotsCache, robots_url, site_of
 
 T0 = 1_700_000_000.0
@@ -84,6 +85,70 @@ def test_only_the_first_500_kib_are_read() -> None:
     body = b"User-agent: *\n" + b"#" * (600 * 1024) + b"\nDisallow: /\n"
     robots.on_robots("http://example.com/", 200, body, T0)
     assert robots.allowed("http://example.com/a", T0) is True
+    body = b"User-agent: *\nDisallow: /x\n" + b"#\n" * (300 * 1024) + b"Disallow: /\n"
+    robots.on_robots("http://example.com/", 200, body, T0)
+    assert robots.allowed("http://example.com/x", T0) is False
+    assert robots.allowed("http://example.com/a", T0) is True
+
+
+def test_groups_are_chosen_by_the_product_token_of_the_user_agent() -> None:
+    """Thresher's whole User-Agent header names the ``thresher`` group, and no group
+    named after another word of it (issue 19)."""
+    robots = RobotsCache(DEFAULT_USER_AGENT)
+    assert robots.token == "thresher"
+    body = (
+        "User-agent: web\nDisallow: /\n\nUser-agent: pypi\nDisallow: /\n\n"
+        "User-agent: Thresher/0.1\nDisallow: /mine\n\nUser-agent: *\nDisallow: /all\n"
+    )
+    robots.on_robots("http://example.com/", 200, body, T0)
+    assert robots.allowed("http://example.com/page", T0) is True
+    assert robots.allowed("http://example.com/all", T0) is True
+    assert robots.allowed("http://example.com/mine", T0) is False
+
+
+def test_urls_are_matched_as_written_with_escapes_decoded() -> None:
+    robots = RobotsCache()
+    robots.on_robots(
+        "http://example.com/", 200, "User-agent: *\nDisallow: /*?sort=\nDisallow: /ツ\n", T0
+    )
+    assert robots.allowed("http://example.com/list?sort=asc&page=2", T0) is False
+    assert robots.allowed("http://example.com/list?page=2&sort=asc", T0) is True
+    assert robots.allowed("http://example.com/list?page=2&%73ort=asc", T0) is True
+    assert robots.allowed("http://example.com/list?%73ort=asc", T0) is False
+    assert robots.allowed("http://example.com/%E3%83%84/x", T0) is False
+    assert robots.allowed("http://user:pw@EXAMPLE.com:80/%e3%83%84", T0) is False
+    assert robots.allowed("http://example.com/robots.txt", T0) is True
+
+
+def test_sitemaps_are_given_absolute() -> None:
+    robots = RobotsCache()
+    assert robots.sitemaps("https://example.com/a", T0) is None
+    robots.on_robots(
+        "https://example.com/x",
+        200,
+        b"Sitemap: https://cdn.example.net/s.xml\nSitemap: /local.xml.gz\nUser-agent: *\n",
+        T0,
+    )
+    assert robots.sitemaps("https://example.com/a", T0) == (
+        "https://cdn.example.net/s.xml",
+        "https://example.com/local.xml.gz",
+    )
+    robots.on_robots("https://example.com/x", 404, b"Sitemap: /s.xml\n", T0)
+    assert robots.sitemaps("https://example.com/a", T0) == ()
+    assert robots.sitemaps("https://example.com/a", T0 + 24 * 3600) is None
+
+
+def test_spellings_of_one_site_share_its_rules() -> None:
+    robots = RobotsCache()
+    robots.on_robots(
+        "https://Example.COM:443/robots.txt", 200, b"User-agent: *\nDisallow: /x\n", T0
+    )
+    for url in ("https://example.com/x", "HTTPS://EXAMPLE.COM/x", "https://u@example.com:443/x"):
+        assert robots.allowed(url, T0) is False, url
+    assert len(robots) == 1
+    robots.on_robots("https://example.com/", 200, b"", T0)
+    assert robots.allowed("HTTPS://EXAMPLE.COM/x", T0) is True
+    assert len(robots) == 1
 
 
 def test_undecodable_bytes_do_not_break_parsing() -> None:

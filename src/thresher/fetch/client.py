@@ -230,11 +230,18 @@ class Fetcher:
             ) from None
 
     async def get(
-        self, url: str, headers: Mapping[str, str] | None = None, *, max_body: int | None = None
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        max_body: int | None = None,
+        truncate: int | None = None,
     ) -> Response:
         """GET `url` once, with the User-Agent and `headers` (which win over the
         defaults). Redirects are returned, not followed. Raises only FetchErrors.
-        `max_body` lowers the settings' limit for this request."""
+        `max_body` lowers the settings' limit for this request. `truncate`: a longer body
+        is not refused but cut, on the wire and once decoded, to its first `truncate`
+        bytes (`Response.truncated`); the rest is not read."""
         session, deadlines = self._session, self._deadlines
         if session is None or deadlines is None:
             raise RuntimeError("Fetcher.get() called outside 'async with Fetcher()'")
@@ -254,7 +261,7 @@ class Fetcher:
         try:
             resp = await session.get(target, headers=headers, allow_redirects=False)
             exchange.hear()
-            body = await self._read_body(resp, url, max_body, exchange)
+            body, truncated = await self._read_body(resp, url, max_body, exchange, truncate)
         except BaseException as exc:
             deadlines.finish(exchange)
             if resp is not None:
@@ -275,9 +282,12 @@ class Fetcher:
         deadlines.finish(exchange)
         if exchange.expired is not None:  # expired as it ended, and the cancel was swallowed
             exchange.task.uncancel()
-        resp.release()
+        if truncated:
+            resp.close()  # the rest of the body is still coming: not a reusable connection
+        else:
+            resp.release()
         encoding = resp.headers.getall("Content-Encoding", None)
-        content, decode_error = await self._decode(body, encoding, url)
+        content, decode_error = await self._decode(body, encoding, url, truncate)
         reason = resp.reason or ""
         if not reason.isascii():
             # aiohttp decodes the reason as UTF-8 (surrogates for bad bytes); back to the
@@ -296,16 +306,25 @@ class Fetcher:
             request_head=_request_head(resp),
             started=started,
             elapsed=time.perf_counter() - t0,
+            truncated=truncated,
         )
 
     async def _read_body(
-        self, resp: aiohttp.ClientResponse, url: str, max_body: int | None, exchange: Exchange
-    ) -> bytes:
+        self,
+        resp: aiohttp.ClientResponse,
+        url: str,
+        max_body: int | None,
+        exchange: Exchange,
+        truncate: int | None,
+    ) -> tuple[bytes, bool]:
+        """The body, and whether it was cut at `truncate` bytes."""
         limit = self.settings.max_body
         if max_body is not None:
             limit = min(limit, max_body)
+        if truncate is not None:
+            limit = min(limit, truncate)
         declared = resp.content_length
-        if declared is not None and declared > limit:
+        if declared is not None and declared > limit and truncate is None:
             raise TooLarge(url, f"Content-Length {declared} exceeds max_body={limit}")
         chunks: list[bytes] = []
         size = 0
@@ -314,12 +333,15 @@ class Fetcher:
             exchange.hear()
             size += len(chunk)
             if size > limit:
-                raise TooLarge(url, f"body exceeds max_body={limit}")
+                if truncate is None:
+                    raise TooLarge(url, f"body exceeds max_body={limit}")
+                chunks.append(chunk[: len(chunk) - (size - limit)])
+                return b"".join(chunks), True
             chunks.append(chunk)
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), False
 
     async def _decode(
-        self, body: bytes, encoding: list[str] | None, url: str
+        self, body: bytes, encoding: list[str] | None, url: str, truncate: int | None = None
     ) -> tuple[bytes, str | None]:
         if not encoding or not body:
             # An empty body has nothing to decode, though 304s and HEADs often name the
@@ -327,10 +349,13 @@ class Fetcher:
             return body, None
         joined = ",".join(encoding)
         limit = self.settings.max_decoded
+        partial = truncate is not None
+        if truncate is not None:
+            limit = min(limit, truncate)
         try:
             if len(body) > _THREAD_DECODE:
-                return await asyncio.to_thread(decode_content, body, joined, limit)
-            return decode_content(body, joined, limit)
+                return await asyncio.to_thread(decode_content, body, joined, limit, partial=partial)
+            return decode_content(body, joined, limit, partial=partial)
         except DecodedTooLarge as exc:
             raise TooLarge(url, str(exc)) from None
 

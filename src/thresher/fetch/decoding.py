@@ -53,7 +53,7 @@ class _Undecodable(Exception):
     pass
 
 
-def _inflate(data: bytes, wbits: int, limit: int, name: str) -> bytes:
+def _inflate(data: bytes, wbits: int, limit: int, name: str, partial: bool) -> bytes:
     parts: list[bytes] = []
     total = 0
     while True:
@@ -65,9 +65,14 @@ def _inflate(data: bytes, wbits: int, limit: int, name: str) -> bytes:
             raise _Undecodable(f"invalid {name} data: {exc}") from None
         total += len(out)
         if total > limit:
-            raise DecodedTooLarge(name, limit)
+            if not partial:
+                raise DecodedTooLarge(name, limit)
+            parts.append(out[: len(out) - (total - limit)])
+            break
         parts.append(out)
         if not d.eof:
+            if partial:
+                break
             raise _Undecodable(f"truncated {name} stream")
         # Several gzip members one after the other are one stream (RFC 1952 §2.2);
         # anything else after the end is trailing junk, ignored as browsers do.
@@ -77,50 +82,54 @@ def _inflate(data: bytes, wbits: int, limit: int, name: str) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _deflate(data: bytes, limit: int) -> bytes:
+def _deflate(data: bytes, limit: int, partial: bool) -> bytes:
     # "deflate" means a zlib stream (RFC 9110 §8.4.1.2), but some servers send raw
     # deflate; a zlib stream starts with a header whose checksum tells them apart.
     if not (len(data) >= 2 and data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0):
-        return _inflate(data, -zlib.MAX_WBITS, limit, "deflate")
+        return _inflate(data, -zlib.MAX_WBITS, limit, "deflate", partial)
     try:
-        return _inflate(data, zlib.MAX_WBITS, limit, "deflate")
+        return _inflate(data, zlib.MAX_WBITS, limit, "deflate", partial)
     except _Undecodable as as_zlib:
         # One raw stream in 31 starts with bytes that pass for a zlib header.
         try:
-            return _inflate(data, -zlib.MAX_WBITS, limit, "deflate")
+            return _inflate(data, -zlib.MAX_WBITS, limit, "deflate", partial)
         except _Undecodable:
             raise as_zlib from None
 
 
-def _unbrotli(data: bytes, limit: int) -> bytes:
+def _unbrotli(data: bytes, limit: int, partial: bool) -> bytes:
     d = _brotli.Decompressor()
     try:
         out: bytes = d.process(data, output_buffer_limit=limit + 1)
     except _brotli.error as exc:
         raise _Undecodable(f"invalid br data: {exc}") from None
     if len(out) > limit or not d.can_accept_more_data():
+        if partial:
+            return out[:limit]
         raise DecodedTooLarge("br", limit)
-    if not d.is_finished():
+    if not d.is_finished() and not partial:
         raise _Undecodable("truncated br stream")
     return out
 
 
-def _decode_one(data: bytes, coding: str, limit: int) -> bytes:
+def _decode_one(data: bytes, coding: str, limit: int, partial: bool) -> bytes:
     if coding in ("gzip", "x-gzip"):
         # 32 + 15: a gzip or zlib header, detected; some servers label zlib as gzip.
-        return _inflate(data, 32 + zlib.MAX_WBITS, limit, "gzip")
+        return _inflate(data, 32 + zlib.MAX_WBITS, limit, "gzip", partial)
     if coding == "deflate":
-        return _deflate(data, limit)
+        return _deflate(data, limit, partial)
     if coding == "br" and _brotli is not None:
-        return _unbrotli(data, limit)
+        return _unbrotli(data, limit, partial)
     raise LookupError(coding)
 
 
 def decode_content(
-    body: bytes, content_encoding: str | None, limit: int
+    body: bytes, content_encoding: str | None, limit: int, *, partial: bool = False
 ) -> tuple[bytes, str | None]:
     """(content, decode_error) for a body sent with `content_encoding` (the header's
-    values joined by commas, or None). Raises DecodedTooLarge past `limit` bytes."""
+    values joined by commas, or None). Raises DecodedTooLarge past `limit` bytes.
+    `partial`: `body` is the start of a longer one, cut on purpose: decode what it holds,
+    and keep the first `limit` bytes of the content instead of refusing more."""
     if not content_encoding:
         return body, None
     codings = [c.strip().lower() for c in content_encoding.split(",")]
@@ -131,7 +140,7 @@ def decode_content(
     # Codings are listed in the order they were applied; undo the last one first.
     for coding in reversed(codings):
         try:
-            content = _decode_one(content, coding, limit)
+            content = _decode_one(content, coding, limit, partial)
         except LookupError:
             return body, f"unsupported content-encoding {coding!r}"
         except _Undecodable as exc:

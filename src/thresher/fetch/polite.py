@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..clock import Clock
@@ -33,7 +34,7 @@ from ..frontier import (
     site_of,
 )
 from ..frontier.politeness import IpState
-from ..frontier.robots import Site
+from ..frontier.robots import MAX_ROBOTS_BYTES, Site, robots_body
 from .client import Fetcher, FetchSettings
 from .errors import FetchError, InvalidRequestURL
 from .leases import HOLD_MARGIN, HostLeases
@@ -122,7 +123,11 @@ class PoliteFetcher:
         return await self._polite_get(url, headers, max_body)
 
     async def _polite_get(
-        self, url: str, headers: Mapping[str, str] | None, max_body: int | None = None
+        self,
+        url: str,
+        headers: Mapping[str, str] | None,
+        max_body: int | None = None,
+        truncate: int | None = None,
     ) -> Response:
         name = host_of(url)
         host = self._hosts.get(name)
@@ -143,7 +148,9 @@ class PoliteFetcher:
                 await self._wait_turn(name, host.state, ip, ip_state)
                 host.waiting -= 1
                 waiting = False
-                return await self._fetch_now(url, headers, max_body, host.state, ip, ip_state)
+                return await self._fetch_now(
+                    url, headers, max_body, host.state, ip, ip_state, truncate
+                )
         finally:
             if waiting:
                 host.waiting -= 1
@@ -161,6 +168,7 @@ class PoliteFetcher:
         state: HostState,
         ip: str | None,
         ip_state: IpState | None,
+        truncate: int | None = None,
     ) -> Response:
         """Fetch `url` now that its host's turn has come, and record when it ended."""
         name = state.host
@@ -171,7 +179,7 @@ class PoliteFetcher:
         status: int | None = 200  # an exception of ours, not theirs, is not a failure
         retry_after: float | None = None
         try:
-            resp = await self._fetcher.get(url, headers, max_body=max_body)
+            resp = await self._fetcher.get(url, headers, max_body=max_body, truncate=truncate)
             status, retry_after = resp.status, resp.retry_after
             return resp
         except FetchError:
@@ -270,7 +278,9 @@ class PoliteFetcher:
             host.state.crawl_delay = delay
 
     async def _fetch_robots(self, url: str) -> None:
-        answer = await fetch_robots(lambda target: self._polite_get(target, None), url)
+        answer = await fetch_robots(
+            lambda target, truncate: self._polite_get(target, None, truncate=truncate), url
+        )
         now = self.clock.now()
         self.robots.on_robots(url, answer.status, answer.body, now)
         site = site_of(url)
@@ -291,23 +301,46 @@ class RobotsAnswer:
     """What asking for a site's robots.txt gave, ready for `RobotsCache.on_robots`."""
 
     status: int | None  # None: no answer (RFC 9309: assume disallowed for a while)
-    body: bytes
-    response: Response | None  # the last response, to archive
+    body: bytes  # decoded, and no more than is parsed (`robots_body`): what to store
+    response: Response | None  # the last response, to archive (None: not to archive)
     error: str | None
     failure: TransientError | None = None  # why there is no answer
 
 
-async def fetch_robots(get: Callable[[str], Awaitable[Response]], url: str) -> RobotsAnswer:
+class RobotsGet(Protocol):
+    """How `fetch_robots` sends a request: one GET, its body cut after `truncate` bytes."""
+
+    def __call__(self, url: str, *, truncate: int) -> Awaitable[Response]: ...
+
+
+# A byte more than is parsed: enough to tell whether the last line parsed was whole.
+ROBOTS_FETCH_BYTES = MAX_ROBOTS_BYTES + 1
+
+
+async def fetch_robots(get: RobotsGet, url: str) -> RobotsAnswer:
     """robots.txt for `url`'s site, following up to five redirects (RFC 9309 §2.3.1.2;
-    more count as "unavailable", like a 404). A PermanentError (a refused address) is
-    raised: the site's URLs get the same answer. Any other failure is no answer."""
+    more count as "unavailable", like a 404). Only the first 500 KiB and a byte are
+    read: a larger file is parsed that far (RFC 9309 §2.5), never refused as too large.
+    A PermanentError (a refused address) is raised: the site's URLs get the same answer.
+    Any other failure is no answer."""
     target = robots_url(url)
     resp: Response | None = None
     try:
         for _ in range(ROBOTS_REDIRECTS + 1):
-            resp = await get(target)
+            resp = await get(target, truncate=ROBOTS_FETCH_BYTES)
             if resp.location is None or not 300 <= resp.status < 400:
-                return RobotsAnswer(resp.status, resp.content, resp, None)
+                body = robots_body(resp.content)
+                if resp.truncated or len(body) < len(resp.content):
+                    # Not archived: a WARC record of part of a body would need
+                    # WARC-Truncated, which the writer does not do yet.
+                    log.info(
+                        "%s: %d bytes or more, parsed the first %d",
+                        target,
+                        len(resp.content),
+                        len(body),
+                    )
+                    return RobotsAnswer(resp.status, body, None, None)
+                return RobotsAnswer(resp.status, body, resp, None)
             target = resp.location
     except PermanentError:
         raise

@@ -4,12 +4,13 @@
 (`on_robots`) and answers `allowed(url, now)`: ``True``/``False``, or ``None`` when the
 rules are not known (never fetched, or expired) and the caller must fetch `robots_url(url)`
 first. Rules are kept per site, that is per (scheme, host, port), as RFC 9309 §2.3 asks,
-and parsed by protego, which implements the RFC's matching (longest match wins, ``*`` and
-``$`` patterns, allow wins a tie).
+parsed by `thresher.frontier.robotstxt` and compiled once per site for the crawler's
+product token (the first word of its User-Agent: ``thresher`` for Thresher's).
 
 What a fetch outcome means (RFC 9309 §2.3.1):
 
-- 2xx: the body (first 500 KiB, the RFC's minimum, decoded as UTF-8) is the rules;
+- 2xx: the body is the rules (its first 500 KiB, `robots_body`: the caller fetches no
+  more than that and stores no more);
 - 3xx: the caller follows redirects itself, up to five (§2.3.1.2); a 3xx that reaches
   `on_robots` means it gave up, which the RFC lets us treat as "unavailable": allow all;
 - 4xx ("unavailable"): no rules, allow all. Except 429 Too Many Requests: the RFC
@@ -27,19 +28,35 @@ for more than 24 hours"), and are then unknown again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
-
-from protego import Protego
+from urllib.parse import urljoin, urlsplit
 
 from thresher.frontier.canonical import DEFAULT_PORTS, plain_site
 from thresher.frontier.errors import InvalidURL
+from thresher.frontier.robotstxt import (
+    MAX_ROBOTS_BYTES,
+    URL_PARTS,
+    Rules,
+    parse_robots,
+    path_octets,
+    product_token,
+    robots_body,
+)
 
-__all__ = ["MAX_ROBOTS_BYTES", "RobotsCache", "Site", "robots_url", "site_of"]
-
-MAX_ROBOTS_BYTES = 500 * 1024
+__all__ = [
+    "MAX_ROBOTS_BYTES",
+    "RobotsCache",
+    "Site",
+    "product_token",
+    "robots_body",
+    "robots_url",
+    "site_of",
+]
 
 Site = tuple[str, str, int]
 """(scheme, host, port): the unit robots.txt applies to."""
+
+# How many "scheme://authority" spellings are remembered with their site.
+_SPELLINGS = 50_000
 
 
 def site_of(url: str) -> Site:
@@ -67,11 +84,25 @@ def robots_url(url: str) -> str:
     return f"{scheme}://{host}{suffix}/robots.txt"
 
 
-@dataclass(frozen=True)
-class _Rules:
-    parser: Protego | None  # None: no rules (allow all or disallow all)
-    allow_all: bool
+_ALLOW_ALL = Rules(())
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    rules: Rules | None  # None: disallow all
     expires: float
+    sitemaps: tuple[str, ...] = ()
+
+
+class _Slot:
+    """One site's place in the cache, shared by every spelling of its scheme and
+    authority, so that a decision costs one dict lookup to find the site's rules."""
+
+    __slots__ = ("known", "site")
+
+    def __init__(self, site: Site) -> None:
+        self.site = site
+        self.known: _Known | None = None
 
 
 class RobotsCache:
@@ -85,54 +116,99 @@ class RobotsCache:
         unreachable_retry: float = 3600.0,
     ) -> None:
         self.user_agent = user_agent
+        self.token = product_token(user_agent)
+        """The product token groups are chosen by (RFC 9309 §2.2.1)."""
         self.ttl = ttl
         self.unreachable_retry = unreachable_retry
-        self._rules: dict[Site, _Rules] = {}
+        self._sites: dict[Site, _Slot] = {}
+        self._spellings: dict[str, _Slot] = {}  # "scheme://authority" as written
+        self._known = 0
 
     def __len__(self) -> int:
-        return len(self._rules)
+        """How many sites have known rules (expired ones included until next asked)."""
+        return self._known
 
     def on_robots(self, url: str, status: int | None, body: bytes | str | None, now: float) -> None:
         """Record what fetching robots.txt for `url`'s site gave (`status=None`: no answer)."""
-        site = site_of(url)
+        slot = self._slot(url)[0]
         if status is not None and 200 <= status < 300:
-            if isinstance(body, bytes):
-                text = body[:MAX_ROBOTS_BYTES].decode("utf-8", errors="replace")
-            else:
-                text = (body or "")[:MAX_ROBOTS_BYTES]
-            rules = _Rules(Protego.parse(text), allow_all=False, expires=now + self.ttl)
+            parsed = parse_robots(body or b"")
+            robots = robots_url(url)
+            sitemaps = tuple(urljoin(robots, s) for s in parsed.sitemaps)
+            known = _Known(parsed.rules_for(self.token), now + self.ttl, sitemaps)
         elif status is not None and 300 <= status < 500 and status != 429:
-            rules = _Rules(None, allow_all=True, expires=now + self.ttl)
+            known = _Known(_ALLOW_ALL, now + self.ttl)
         else:
-            rules = _Rules(None, allow_all=False, expires=now + self.unreachable_retry)
-        self._rules[site] = rules
+            known = _Known(None, now + self.unreachable_retry)
+        if slot.known is None:
+            self._known += 1
+        slot.known = known
 
-    def _current(self, url: str, now: float) -> _Rules | None:
-        site = site_of(url)
-        rules = self._rules.get(site)
-        if rules is not None and now >= rules.expires:
-            del self._rules[site]
+    def _slot(self, url: str) -> tuple[_Slot, str | None]:
+        """`url`'s site's slot, and its path and query (None: `url` is of no usual shape)."""
+        m = URL_PARTS.match(url)
+        if m is None:
+            site = site_of(url)
+            return self._sites.get(site) or self._sites.setdefault(site, _Slot(site)), None
+        spelling = m.group(1)
+        slot = self._spellings.get(spelling)
+        if slot is None:
+            site = site_of(url)
+            slot = self._sites.get(site)
+            if slot is None:
+                slot = self._sites[site] = _Slot(site)
+            if len(self._spellings) >= _SPELLINGS:
+                self._spellings.clear()
+            self._spellings[spelling] = slot
+        return slot, m.group(2)
+
+    def _current(self, slot: _Slot, now: float) -> _Known | None:
+        known = slot.known
+        if known is not None and now >= known.expires:
+            slot.known = None
+            self._known -= 1
             return None
-        return rules
+        return known
 
     def allowed(self, url: str, now: float) -> bool | None:
-        """May `url` be fetched? ``None``: the rules are not known, fetch robots.txt first."""
-        rules = self._current(url, now)
-        if rules is None:
+        """May `url` be fetched? ``None``: the rules are not known, fetch robots.txt first.
+        `url` is matched as it is fetched: its path and query, percent-escapes decoded."""
+        # The hot path (every URL, twice), so `_slot` and `_current` are inlined.
+        m = URL_PARTS.match(url)
+        slot = self._spellings.get(m.group(1)) if m is not None else None
+        if slot is None:
+            slot = self._slot(url)[0]
+        known = slot.known
+        if known is None:
             return None
-        if rules.parser is None:
-            return rules.allow_all
-        return bool(rules.parser.can_fetch(url, self.user_agent))
+        if now >= known.expires:
+            self._current(slot, now)  # forgets them
+            return None
+        rules = known.rules
+        if rules is None:
+            return False
+        if rules.allows_all:
+            return True
+        if m is not None:
+            return rules.allowed_path(path_octets(m.group(2)))
+        parts = urlsplit(url)
+        return rules.allowed_path(
+            path_octets(parts.path + ("?" + parts.query if "?" in url else ""))
+        )
 
     def crawl_delay(self, url: str, now: float) -> float | None:
         """The site's Crawl-delay for our user agent, if its rules are known and set one."""
-        rules = self._current(url, now)
-        if rules is None or rules.parser is None:
-            return None
-        delay = rules.parser.crawl_delay(self.user_agent)
-        return None if delay is None else float(delay)
+        known = self._current(self._slot(url)[0], now)
+        return None if known is None or known.rules is None else known.rules.crawl_delay
+
+    def sitemaps(self, url: str, now: float) -> tuple[str, ...] | None:
+        """The ``Sitemap:`` URLs of `url`'s site's robots.txt, absolute (resolved against
+        the robots.txt URL), in file order; ``()`` when it names none or was not a 2xx;
+        ``None`` when the rules are not known (fetch robots.txt first)."""
+        known = self._current(self._slot(url)[0], now)
+        return None if known is None else known.sitemaps
 
     def expires(self, url: str) -> float | None:
         """When the rules known for `url`'s site expire, or ``None`` if none are known."""
-        rules = self._rules.get(site_of(url))
-        return None if rules is None else rules.expires
+        known = self._slot(url)[0].known
+        return None if known is None else known.expires
