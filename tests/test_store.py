@@ -276,3 +276,24 @@ def test_postgres_read_only_role(pg_admin_url: str) -> None:
     with pytest.raises(StoreError, match=r"cannot bring .* to schema version") as err:
         open_store(as_role(empty))
     assert err.value.exit_code == 3 and "permission denied" in str(err.value)
+
+
+def test_upgrade_to_run_shortfall(store_url: str) -> None:
+    """Migration 13: runs closed before it keep their outcome and have no shortfall
+    (NULL: nothing said how many items their source held)."""
+    old_store(
+        store_url,
+        12,
+        "INSERT INTO source_runs (id, source, started, finished, outcome, counts)"
+        " VALUES (1, 'list', 0, 1, 'ok', '{\"done\": 3}')",
+    )
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend))
+        with upgraded.transaction() as tx:
+            [run] = tx.all("last_runs")
+            assert (run["outcome"], run["shortfall"]) == ("ok", None)
+            tx.execute("set_run_shortfall", id=1, shortfall=4)
+            assert tx.one("run_shortfall", id=1) == {"shortfall": 4}
+    finally:
+        upgraded.close()
