@@ -57,9 +57,10 @@ from .types import Option, SourceType, register_type
 __all__ = ["ARCHIVE_TYPES", "ARCHIVE_TYPE_NAMES"]
 
 _EVENTS_KEPT = 20  # keys listed in one 'missing' event
-# Messages per page when HyperKitty's `emails` listing is walked: HyperKitty sets no
-# cap, and at about 1 KiB of JSON a message a page stays small.
-HYPERKITTY_PAGE = 200
+# Messages per page when HyperKitty's `emails` listing is walked (HyperKitty sets no
+# cap; it costs about 1 KiB of JSON and a few queries a message): the first page is
+# twice the messages looked for, within these bounds, and each next page twice the last.
+HYPERKITTY_PAGES = (20, 500)
 
 
 def _http_url(url: str) -> str:
@@ -372,8 +373,11 @@ async def _walk_hyperkitty(
     new: Counter[str] = Counter()
     seen: set[str] = set()
     offset = 0
+    smallest, largest = HYPERKITTY_PAGES
+    size = largest if wanted <= 0 else max(smallest, min(largest, 2 * wanted))
     while True:
-        url = hyperkitty_emails_url(root, address, HYPERKITTY_PAGE, offset)
+        url = hyperkitty_emails_url(root, address, size, offset)
+        size = min(largest, 2 * size)
         got = await _get(ctx, url, {})
         _check_status(url, got)
         page = parse_hyperkitty_emails(got.content)
