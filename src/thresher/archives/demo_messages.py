@@ -18,7 +18,7 @@ and one string join.
 
 The renderers imitate what each archive really stores: pipermail's ``.txt`` (envelope
 ``From user at host  asctime``, ``From:`` obfuscated, body ``From `` lines NOT escaped),
-mboxo for Apache mod_mbox, mboxrd for Pony Mail, HyperKitty and plain mbox files, and the
+mboxo for Apache mod_mbox and HyperKitty, mboxrd for Pony Mail and plain mbox files, and the
 index pages of Mailman 2 and mod_mbox. Every message is rendered on its own and followed
 by a blank line, so a month that gains a message only gains bytes at its end, as the
 real files do (which is what makes a Range request for the tail worth trying).
@@ -552,9 +552,9 @@ def render_pipermail(messages: Iterable[bytes]) -> bytes:
 def render_mbox(messages: Iterable[bytes], *, rd: bool) -> bytes:
     """An mbox: per message the envelope ``From addr asctime``, the message with body
     lines starting ``From `` escaped, and a blank line. ``rd=False`` escapes the mboxo
-    way (``From `` becomes ``>From ``, as Apache mod_mbox files are); ``rd=True`` the
-    mboxrd way (one more ``>`` on every ``>*From `` line: Pony Mail, HyperKitty, Python's
-    mailbox). Append-only like `render_pipermail`."""
+    way (``From `` becomes ``>From ``, as Apache mod_mbox files and HyperKitty's exports
+    are); ``rd=True`` the mboxrd way (one more ``>`` on every ``>*From `` line: Pony Mail).
+    Append-only like `render_pipermail`."""
     pattern, repl = (_MBOXRD, rb">\1") if rd else (_MBOXO, b">From ")
     out: list[bytes] = []
     for raw in messages:
