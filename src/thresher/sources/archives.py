@@ -58,7 +58,7 @@ __all__ = ["ARCHIVE_TYPES", "ARCHIVE_TYPE_NAMES"]
 
 _EVENTS_KEPT = 20  # keys listed in one 'missing' event
 # Messages per page when HyperKitty's `emails` listing is walked (HyperKitty sets no
-# cap; it costs about 1 KiB of JSON and a few queries a message): the first page is
+# cap; it costs about 0.8 KiB of JSON and a few queries a message): the first page is
 # twice the messages looked for, within these bounds, and each next page twice the last.
 HYPERKITTY_PAGES = (20, 500)
 
