@@ -135,7 +135,10 @@ def test_run_and_status_json(store_url: str, tmp_path: Path) -> None:
     }
     good, bad = by_name["good"], by_name["bad"]
     assert good["last_run"]["outcome"] == "ok" and good["last_error"] is None
-    assert set(good["last_run"]) == {"id", "started", "finished", "outcome", "counts", "error"}
+    assert set(good["last_run"]) == {
+        "id", "started", "finished", "outcome", "counts", "error", "shortfall"
+    }  # fmt: skip
+    assert good["last_run"]["shortfall"] is None  # a synthetic source counts nothing
     assert bad["last_run"]["outcome"] == "failed"
     assert "leaf 2 fails by design" in bad["last_error"]
     assert status["jobs"]["failed"] == 3 + 1 + 1 and status["jobs"]["leased"] == 0

@@ -383,3 +383,24 @@ def test_a_migration_step_runs_between_its_sql() -> None:
     assert [p for p in identity.parts() if isinstance(p, Step)] == [
         Step("thresher.archives.identity")
     ]
+
+
+def test_upgrade_to_run_shortfall(store_url: str) -> None:
+    """Migration 15: runs closed before it keep their outcome and have no shortfall
+    (NULL: nothing said how many items their source held)."""
+    old_store(
+        store_url,
+        14,
+        "INSERT INTO source_runs (id, source, started, finished, outcome, counts)"
+        " VALUES (1, 'list', 0, 1, 'ok', '{\"done\": 3}')",
+    )
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend))
+        with upgraded.transaction() as tx:
+            [run] = tx.all("last_runs")
+            assert (run["outcome"], run["shortfall"]) == ("ok", None)
+            tx.execute("set_run_shortfall", id=1, shortfall=4)
+            assert tx.one("run_shortfall", id=1) == {"shortfall": 4}
+    finally:
+        upgraded.close()

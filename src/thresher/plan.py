@@ -4,7 +4,8 @@ A run opens a source run per selected source (or resumes one a crash or a signal
 open), puts its root job in the job table, and lets a pool of stateless workers drain
 the jobs of those runs; handlers write their results straight to the store. A source
 whose jobs fail is recorded as failed and simply gets a fresh run next time: it never
-stops the other sources or the schedule.
+stops the other sources or the schedule. A run whose jobs all succeeded but whose
+source counts more than it stored (a job recorded a `shortfall`) is `incomplete`.
 """
 
 from __future__ import annotations
@@ -35,9 +36,12 @@ log = logging.getLogger("thresher.run")
 class SourceReport:
     source: str
     run_id: int
-    outcome: str  # ok, failed, interrupted; queued (detached: left to workers)
+    # ok; incomplete (every job done, but the source counts more than the store holds:
+    # `shortfall`); failed; interrupted; queued (detached: left to workers)
+    outcome: str
     counts: dict[str, int]
     error: str | None
+    shortfall: int | None = None  # items the source counts that the run did not store
 
 
 @dataclass
@@ -188,7 +192,9 @@ class ExecutionPlan:
                 return SourceReport(name, run_id, "interrupted", counts, None), True
             failure = tx.one("first_failure", run=run_id)
             error = f"{failure['key']}: {failure['last_error']}" if failure else None
-            outcome = "failed" if counts.get("failed") else "ok"
+            row = tx.one("run_shortfall", id=run_id)
+            shortfall = None if row is None or row["shortfall"] is None else int(row["shortfall"])
+            outcome = "failed" if counts.get("failed") else "incomplete" if shortfall else "ok"
             closed = tx.execute(
                 "close_source_run",
                 id=run_id,
@@ -198,12 +204,13 @@ class ExecutionPlan:
                 error=error,
             )
             # Finished jobs do not change: whoever closed it first found the same.
-            return SourceReport(name, run_id, outcome, counts, error), closed > 0
+            return SourceReport(name, run_id, outcome, counts, error, shortfall), closed > 0
 
         report, news = await self.store.run(close)
         if news:  # every idle worker sees a drained run; the one that closes it says so
-            level = logging.INFO if report.outcome != "failed" else logging.WARNING
-            log.log(level, "%s: run %s %s %s", name, run_id, report.outcome, report.counts)
+            level = logging.INFO if report.outcome == "ok" else logging.WARNING
+            short = f", {report.shortfall} short" if report.shortfall else ""
+            log.log(level, "%s: run %s %s %s%s", name, run_id, report.outcome, report.counts, short)
             await self._prune(now)
         return report
 

@@ -73,6 +73,7 @@ def collect_status(
                     "outcome": run["outcome"],
                     "counts": json.loads(run["counts"]),
                     "error": run["error"],
+                    "shortfall": None if run["shortfall"] is None else int(run["shortfall"]),
                 },
                 "last_error": last_error["error"] if last_error else None,
                 "last_error_at": iso(last_error["finished"]) if last_error else None,

@@ -298,7 +298,9 @@ def test_endpoints(server: DemoArchive) -> None:
     assert get(server, f"/api/mbox.lua?list={LIST}&date=2024-7")[:3:2] == (200, b"")
 
     status, _, page = get(server, f"/hyperkitty/list/{LIST}/")
-    assert status == 200 and b"export/dev@example.org-2024-01.mbox.gz" in page
+    # Like HyperKitty's: every month from the oldest message's to the current one.
+    assert status == 200 and f"/hyperkitty/list/{LIST}/2024/1/".encode() in page
+    assert f"/hyperkitty/list/{LIST}/2023/12/".encode() not in page
     status, _, data = get(server, f"/hyperkitty/api/list/{LIST}/")
     info = json.loads(data)
     assert info["name"] == LIST and info["display_name"] == "dev"
@@ -308,7 +310,8 @@ def test_endpoints(server: DemoArchive) -> None:
     status, headers, data = get(server, export + "?start=2024-02-01&end=2024-03-01")
     assert status == 200 and headers["Content-Type"] == "application/gzip"
     february = server.lists[LIST].months["2024-02"]
-    assert [m.raw for m in split_mbox(gzip.decompress(data))] == february
+    # Quoted the mboxo way, as HyperKitty's exports are.
+    assert gzip.decompress(data) == render_mbox(february, rd=False)
 
     status, headers, data = get(server, "/mbox/dev.mbox")
     assert status == 200 and len(split_mbox(data)) == sum(counts.values())
@@ -575,3 +578,18 @@ def test_lifecycle_and_urls() -> None:
         assert get(first, "/")[0] == 200
         assert get(first, "/api/mbox.lua?list=dev@example.org&date=2024-01")[::2] == (200, b"")
     first.stop()  # a second stop is harmless
+
+
+def test_hyperkitty_lists_what_it_archived_last_first(server: DemoArchive) -> None:
+    """Like HyperKitty's `emails` listing (newest *archived* first): late mail for an old
+    month comes first, with the date of the month it is filed under."""
+    archive = server.lists[LIST]
+    late = archive.months["2024-03"][0].replace(b"Message-ID: <", b"Message-ID: <late.", 1)
+    archive.add("2024-01", late)
+    page = json.loads(get(server, f"/hyperkitty/api/list/{LIST}/emails/?limit=2")[2])
+    first, second = page["results"]
+    assert first["message_id"] == parse_message(late).message_id
+    assert first["date"] == "2024-01-01T00:00:00Z"  # filed in January, dated March
+    assert second["message_id"] == parse_message(archive.months["2024-03"][-1]).message_id
+    export = f"/hyperkitty/list/{LIST}/export/x.mbox.gz?start=2024-01-01&end=2024-02-01"
+    assert split_mbox(gzip.decompress(get(server, export)[2]))[-1].raw == late

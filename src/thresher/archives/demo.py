@@ -13,10 +13,11 @@ the model (`ArchiveList`) is published five ways, each imitating its original:
 - Apache Pony Mail (``/list.html?<addr>``, ``/api/stats.lua``, ``/api/mbox.lua``): a JSON
   count per month and an mboxrd per month made on request, so no validators, no Range,
   and an empty 200 for a month without mail.
-- Mailman 3 HyperKitty (``/hyperkitty/...``): the REST list description (its creation
-  date), a DRF-paged ``emails`` listing whose ``count`` is the list's total, and gzipped
-  mbox exports per date range, made on request like Pony Mail's, quoted the mboxo way
-  (HyperKitty writes them with Python's ``BytesGenerator(mangle_from_=True)``).
+- Mailman 3 HyperKitty (``/hyperkitty/...``): the REST list description, a DRF-paged
+  ``emails`` listing, newest archived first, whose ``count`` is the list's total and
+  whose items carry the date each message is filed under, and gzipped mboxo exports per
+  date range, made on request like Pony Mail's (HyperKitty writes them with Python's
+  ``BytesGenerator(mangle_from_=True)``).
 - A plain mbox file (``/mbox/<name>.mbox`` and ``.mbox.gz``): static, every month,
   mboxo as Python's ``mailbox`` and most mail programs write one.
 
@@ -46,6 +47,7 @@ import socket
 import struct
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -115,6 +117,7 @@ class ArchiveList:
         self.versions: dict[str, int] = {}
         self.changed: dict[str, float] = {}
         self.generation = 0  # bumped by every change of any month
+        self._added: list[tuple[str, bytes]] = []  # (month, message) of each later add
         now = clock()
         for month in sorted(months or {}):
             self._check(month)
@@ -142,6 +145,7 @@ class ArchiveList:
                 self.months.clear()
                 self.months.update(months)
             self.months[month].append(raw)
+            self._added.append((month, raw))
             self._touch(month)
 
     def remove(self, month: str, index: int) -> bytes:
@@ -162,6 +166,7 @@ class ArchiveList:
         """List an identical copy of the message at `index` of `month` again."""
         with self._lock:
             self.months[month].append(self.months[month][index])
+            self._added.append((month, self.months[month][index]))
             self._touch(month)
 
     def snapshot(self, month: str) -> tuple[int, tuple[bytes, ...], float] | None:
@@ -177,10 +182,29 @@ class ArchiveList:
             messages = tuple(raw for month in self.months.values() for raw in month)
             return self.generation, messages, max(self.changed.values(), default=0.0)
 
+    def archived(self) -> list[tuple[str, bytes]]:
+        """Every message with its month, in the order the archive received them (what
+        HyperKitty's listing sorts by): the list as built, month by month, then each
+        later `add` in turn, late mail for an old month included."""
+        with self._lock:
+            left = Counter((m, raw) for m, messages in self.months.items() for raw in messages)
+            later = [item for item in self._added if _take(left, item)]
+            first = [
+                (m, raw) for m, msgs in self.months.items() for raw in msgs if _take(left, (m, raw))
+            ]
+            return first + later
+
     def counts(self) -> dict[str, int]:
         """Messages listed per month; a copy listed twice counts twice."""
         with self._lock:
             return {month: len(messages) for month, messages in self.months.items()}
+
+
+def _take(left: Counter[tuple[str, bytes]], item: tuple[str, bytes]) -> bool:
+    if left[item] <= 0:
+        return False
+    left[item] -= 1
+    return True
 
 
 @dataclass(frozen=True)
@@ -610,6 +634,7 @@ class DemoArchive:
             "pipermail": lambda: render_pipermail(messages),
             "modmbox": lambda: render_mbox(messages, rd=False),
             "mboxrd": lambda: render_mbox(messages, rd=True),
+            "mboxo": lambda: render_mbox(messages, rd=False),
         }
         return self._cached((address, kind, key), version, makers[kind])
 
@@ -712,6 +737,11 @@ class DemoArchive:
         )
 
     # --- HyperKitty: REST API and exports made on request ---------------------------------
+    # As HyperKitty 1.3 serves them (tests/archives/test_hyperkitty_real.py runs the real
+    # one): the list page links every month from the oldest message's to the current one;
+    # the `emails` listing is newest *archived* first, each message with the date it is
+    # filed under; an export holds the range's messages in the order they were archived,
+    # `From ` body lines quoted the mboxo way.
 
     def _hk_api(self, archive: ArchiveList) -> str:
         return f"{self.base}/hyperkitty/api/list/{archive.address}/"
@@ -721,15 +751,24 @@ class DemoArchive:
         if archive is None:
             return _not_found("no such list")
         title = html.escape(archive.address)
-        downloads = "".join(
-            f'<li><a href="/hyperkitty/list/{title}/export/{title}-{m}.mbox.gz?'
-            f'start={m}-01&amp;end={next_month(m)}-01">{m}</a></li>'
-            for m in archive.counts()
+        counts = archive.counts()
+        current = month_of(self._clock())
+        first = min([m for m, n in counts.items() if n] or [current])
+        months = [first]
+        while months[-1] < current:
+            months.append(next_month(months[-1]))
+        links = "".join(
+            f'<li><a href="/hyperkitty/list/{title}/{m[:4]}/{int(m[5:])}/">{m}</a></li>'
+            for m in reversed(months)
+        )
+        export = (
+            f"/hyperkitty/list/{title}/export/{title}-{current}.mbox.gz?"
+            f"start={current}-01&amp;end={next_month(current)}-01"
         )
         page = (
             f"<!DOCTYPE html>\n<html><head><title>{title} - HyperKitty</title></head><body>"
-            f'<h1>{html.escape(archive.name)}</h1><ul class="downloads">{downloads}</ul>'
-            "</body></html>\n"
+            f'<h1>{html.escape(archive.name)}</h1><a href="{export}">Download</a>'
+            f'<ul class="archives">{links}</ul></body></html>\n'
         )
         return _Reply(200, page.encode(), "text/html; charset=utf-8")
 
@@ -757,16 +796,8 @@ class DemoArchive:
             return _Reply(404, b'{"detail": "Not found."}', "application/json")
         limit = _positive(request.query.get("limit"), 10)
         offset = _positive(request.query.get("offset"), 0, allow_zero=True)
-        newest_first: list[tuple[str, bytes]] = []
-        total = 0
-        for month, count in reversed(archive.counts().items()):
-            total += count
-            if offset + limit > len(newest_first) and total > offset:
-                snapshot = archive.snapshot(month)
-                messages = snapshot[1] if snapshot else ()
-                newest_first.extend((month, raw) for raw in reversed(messages))
-            else:
-                newest_first.extend([("", b"")] * count)
+        newest_first = archive.archived()[::-1]
+        total = len(newest_first)
         page = newest_first[offset : offset + limit]
         url = f"{self._hk_api(archive)}emails/"
         after = offset + limit
@@ -790,12 +821,11 @@ class DemoArchive:
             end = _day(request.query.get("end"), float("inf"))
         except ValueError:
             return _Reply(400, b"Invalid dates")
-        months = [m for m in archive.counts() if start <= month_bounds(m)[0] < end]
-        parts = [archive.snapshot(m) for m in months]
-        messages = tuple(raw for part in parts if part for raw in part[1])
-        version = hash(tuple(part[0] if part else 0 for part in parts))
-        key = "export:" + ",".join(months)
-        body, _ = self._render(archive.address, key, version, messages, "modmbox.gz")
+        months = {m for m in archive.counts() if start <= month_bounds(m)[0] < end}
+        messages = tuple(raw for m, raw in archive.archived() if m in months)
+        version = hash((archive.generation, messages))
+        key = "export:" + ",".join(sorted(months))
+        body, _ = self._render(archive.address, key, version, messages, "mboxo.gz")
         disposition = f'attachment; filename="{match.group(2)}.mbox.gz"'
         return _Reply(200, body, "application/gzip", {"Content-Disposition": disposition})
 
@@ -832,7 +862,10 @@ def _day(value: str | None, default: float) -> float:
 
 def _hk_email(api: str, month: str, raw: bytes) -> dict[str, str | None]:
     message = parse_message(raw)
-    moment = message.date or datetime.fromtimestamp(month_bounds(month)[0], UTC)
+    moment = message.date
+    if moment is None or month_of(moment.timestamp()) != month:
+        # HyperKitty lists the date it files a message under: the month it is in here.
+        moment = datetime.fromtimestamp(month_bounds(month)[0], UTC)
     name, addr = parseaddr(message.from_ or "")
     message_id = message.message_id or ""
     digest = hashlib.sha1(message_id.encode(), usedforsecurity=False).digest()

@@ -14,21 +14,25 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from urllib.parse import parse_qs, quote, urljoin, urlsplit, urlunsplit
 
 from ..errors import PermanentError, SourceError
+from .message import normalize_message_id
 from .months import ALL, next_month, valid_month
 
 __all__ = [
     "KINDS",
     "ArchiveIndexError",
+    "HyperKittyPage",
     "Month",
-    "hyperkitty_count_url",
+    "hyperkitty_emails_url",
     "hyperkitty_export_url",
+    "hyperkitty_key",
     "hyperkitty_list_url",
     "hyperkitty_parts",
     "mbox_month",
-    "parse_hyperkitty_count",
+    "parse_hyperkitty_emails",
     "parse_hyperkitty_list",
     "parse_modmbox_index",
     "parse_pipermail_index",
@@ -200,6 +204,19 @@ def parse_ponymail_stats(data: bytes) -> dict[str, int]:
 
 
 # --- HyperKitty (Mailman 3) ----------------------------------------------------------
+#
+# What HyperKitty 1.3 serves (read from its source and checked against a real server in
+# tests/archives/test_hyperkitty_real.py): the REST description of a list
+# (`api/list/LIST/`); its `emails` listing (`api/list/LIST/emails/`, DRF limit/offset
+# pages, newest *archived* first, no cap on `limit`) whose `count` is every message of
+# the list and whose items carry `message_id` and `date`, the instant HyperKitty files
+# the message under; and the export of a date range (`list/LIST/export/NAME.mbox.gz
+# ?start=YYYY-MM-DD&end=YYYY-MM-DD`), every message of the list whose `date` is in
+# [start, end), rebuilt from its database with `From ` body lines quoted the mboxo way.
+# A message without a usable Date is filed at the date of its mbox envelope when it
+# was imported, or at the moment it was archived; one dated 2031 under 2031-01. The
+# list page's month links run from the oldest message's month to today, so they miss
+# future-dated mail and say nothing about counts: the months come from the listing.
 
 
 def hyperkitty_parts(url: str) -> tuple[str, str]:
@@ -224,8 +241,10 @@ def hyperkitty_list_url(root: str, address: str) -> str:
     return urljoin(root, f"api/list/{_q(address)}/")
 
 
-def hyperkitty_count_url(root: str, address: str) -> str:
-    return urljoin(root, f"api/list/{_q(address)}/emails/?limit=1")
+def hyperkitty_emails_url(root: str, address: str, limit: int, offset: int = 0) -> str:
+    """A page of the list's `emails` listing; `limit=1` is the cheapest way to its count."""
+    page = f"limit={limit}" + (f"&offset={offset}" if offset else "")
+    return urljoin(root, f"api/list/{_q(address)}/emails/?{page}")
 
 
 def hyperkitty_export_url(root: str, address: str, month: str) -> str:
@@ -236,27 +255,56 @@ def hyperkitty_export_url(root: str, address: str, month: str) -> str:
     )
 
 
-def parse_hyperkitty_list(data: bytes) -> str:
-    """The month the list was created in, from its REST description."""
+def parse_hyperkitty_list(data: bytes, address: str) -> None:
+    """Check that the REST description is the list's (a wrong URL is an error here, not
+    an empty harvest)."""
     try:
-        created = str(json.loads(data)["created_at"])
+        name = json.loads(data)["name"]
     except (ValueError, KeyError, TypeError) as exc:
         raise ArchiveIndexError(f"HyperKitty list: {exc}") from None
-    month = created[:7]
-    if not valid_month(month):
-        raise ArchiveIndexError(f"HyperKitty list: bad created_at {created!r}")
-    return month
+    if str(name).lower() != address.lower():
+        raise ArchiveIndexError(f"HyperKitty list: the API describes {name!r}, not {address!r}")
 
 
-def parse_hyperkitty_count(data: bytes) -> int:
-    """The total number of messages from a page of the REST `emails` listing."""
+@dataclass(frozen=True)
+class HyperKittyPage:
+    """One page of the `emails` listing: the list's total, and per message its key (as
+    Thresher will key the exported copy; None for an empty id) and the month HyperKitty
+    files it under."""
+
+    count: int
+    emails: tuple[tuple[str | None, str], ...]
+
+
+_HK_BAD_ID = re.compile(r"[\s<>()]")
+
+
+def hyperkitty_key(message_id: str) -> str | None:
+    """The key of a message as exported: HyperKitty writes `Message-ID: <id>` with
+    whitespace, angle brackets and parentheses removed from the id it stored."""
+    return normalize_message_id(f"<{_HK_BAD_ID.sub('', message_id)}>")
+
+
+def _utc_month(value: str) -> str:
+    moment = datetime.fromisoformat(value)
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC)
+    return f"{moment.year:04d}-{moment.month:02d}"
+
+
+def parse_hyperkitty_emails(data: bytes) -> HyperKittyPage:
+    """A page of the REST `emails` listing (see `HyperKittyPage`)."""
     try:
-        count = json.loads(data)["count"]
-    except (ValueError, KeyError, TypeError) as exc:
+        doc = json.loads(data)
+        count = doc["count"]
+        if not isinstance(count, int) or count < 0:
+            raise TypeError(f"bad count {count!r}")
+        emails = []
+        for item in doc.get("results") or ():
+            emails.append((hyperkitty_key(str(item["message_id"])), _utc_month(str(item["date"]))))
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ArchiveIndexError(f"HyperKitty emails: {exc}") from None
-    if not isinstance(count, int) or count < 0:
-        raise ArchiveIndexError(f"HyperKitty emails: bad count {count!r}")
-    return count
+    return HyperKittyPage(count, tuple(emails))
 
 
 # --- plain mbox ------------------------------------------------------------------------

@@ -131,7 +131,7 @@ def demo_command(app: App, port: int) -> None:
         " 'thresher status'"
     )
     if any(s.outcome != "ok" for s in outcomes.values()):
-        raise SourceError("a demo source failed: see 'thresher status'")
+        raise SourceError("a demo source failed or is incomplete: see 'thresher status'")
 
 
 def _belongs(kind: str, target: str) -> bool:

@@ -38,6 +38,7 @@ from .app import App, setup_logging
 
 __all__ = [
     "EXIT_SOURCE_FAILED",
+    "EXIT_SOURCE_INCOMPLETE",
     "JobCounts",
     "ProgressFactory",
     "open_async_store",
@@ -50,6 +51,10 @@ log = logging.getLogger("thresher.run")
 
 # Exit code of a one-shot run in which a source failed (the failure is recorded too).
 EXIT_SOURCE_FAILED = 4
+# ... in which no source failed but one is incomplete: its jobs all succeeded, yet the
+# archive counts messages the store does not hold (a server that lists more than it
+# serves). Cron and scripts see it; the next run tries again for what is missing.
+EXIT_SOURCE_INCOMPLETE = 5
 # Plain-mode progress lines, for logs, are this many seconds apart.
 PLAIN_PROGRESS_SECONDS = 10.0
 
@@ -248,7 +253,9 @@ def run_command(
 
     Each run resumes what an interrupted run left; a failing source is recorded and
     tried again next run. SIGINT/SIGTERM: finish in-flight work, release the rest, exit 0.
-    With a PostgreSQL store (--db), `thresher worker` processes anywhere share the work."""
+    One pass exits 4 when a source failed, 5 when one is incomplete (its archive counts
+    messages the store does not hold). With a PostgreSQL store (--db), `thresher worker`
+    processes anywhere share the work."""
     if detach and every:
         raise click.UsageError("--detach queues one run; schedule it with cron instead of --every")
     interval = parse_duration(every) if every else None
@@ -261,9 +268,10 @@ def run_command(
     setup_logging(app.verbose, console)
     started = time.time()
     reports = asyncio.run(run_plan(config, names, interval, console, detach=detach))
-    failed = False
+    failed = incomplete = False
     for report in reports:
         failed = failed or any(s.outcome == "failed" for s in report.sources)
+        incomplete = incomplete or any(s.outcome == "incomplete" for s in report.sources)
         if as_json:
             click.echo(
                 json.dumps(
@@ -282,9 +290,14 @@ def run_command(
                 line = f"{s.source}: {s.outcome}" + (f" ({counts})" if counts else "")
                 if s.outcome == "queued":
                     line += f" as run {s.run_id}: `thresher worker` processes will do it"
+                if s.shortfall:
+                    line += f"; {s.shortfall} messages the archive counts are not stored"
                 click.echo(line + (f"; {s.error}" if s.error else ""))
             if report.interrupted:
                 click.echo("stopped: unfinished work stays queued for the next run")
         click.echo(f"took {time.time() - started:.1f} s")
-    if failed and interval is None and not any(r.interrupted for r in reports):
-        sys.exit(EXIT_SOURCE_FAILED)
+    if interval is None and not any(r.interrupted for r in reports):
+        if failed:
+            sys.exit(EXIT_SOURCE_FAILED)
+        if incomplete:
+            sys.exit(EXIT_SOURCE_INCOMPLETE)

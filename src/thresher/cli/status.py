@@ -43,7 +43,8 @@ def status_command(app: App, as_json: bool) -> None:
             s["name"],
             s["type"],
             run.get("started") or "never",
-            run.get("outcome") or "",
+            (run.get("outcome") or "")
+            + (f" ({run['shortfall']} short)" if run.get("shortfall") else ""),
             counts,
             (s["last_error"] or "")[:80],
         )

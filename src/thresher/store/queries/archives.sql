@@ -40,10 +40,6 @@ UPDATE archive_months
 SET checked_at = :now, expected = :expected, state = :state, completed_at = :completed_at
 WHERE source = :source AND month = :month
 
--- name: reopen_archive_months
-UPDATE archive_months SET state = 'open', completed_at = NULL
-WHERE source = :source AND state = 'complete'
-
 -- name: insert_message
 -- One row per (list, key, normal form): a capture of a message already stored, however
 -- the archive wrapped it this time, adds nothing; the first capture's bytes stay.
@@ -110,3 +106,8 @@ ON CONFLICT (source, url) DO UPDATE SET
     last_modified = excluded.last_modified,
     body = excluded.body,
     fetched_at = excluded.fetched_at
+
+-- name: stored_keys_among
+-- Which of :keys (a JSON array) the list holds: HyperKitty's listing walked a page at a time.
+SELECT DISTINCT key FROM messages
+WHERE source = :source AND key IN (SELECT value FROM json_each(:keys))

@@ -5,7 +5,7 @@
 SELECT hash FROM crawl_urls WHERE source = :source
 
 -- name: crawl_pending
--- With the validators, the capture they came from (see migration 0013) and its digest.
+-- With the validators, the capture they came from (see migration 0014) and its digest.
 SELECT hash, url, host, depth, etag, last_modified, status, digest,
        capture_uri, capture_date, capture_id
 FROM crawl_urls

@@ -35,6 +35,13 @@ SELECT * FROM source_runs WHERE source = :source AND outcome = 'running'
 -- name: set_run_root
 UPDATE source_runs SET root_job_id = :root WHERE id = :id
 
+-- name: set_run_shortfall
+-- Written by the job that counts what the run left behind (an archive's commit job).
+UPDATE source_runs SET shortfall = :shortfall WHERE id = :id
+
+-- name: run_shortfall
+SELECT shortfall FROM source_runs WHERE id = :id
+
 -- name: close_source_run
 UPDATE source_runs SET finished = :now, outcome = :outcome, counts = :counts, error = :error
 WHERE id = :id AND outcome = 'running'

@@ -3,3 +3,7 @@
 -- name: index_new_messages
 -- The generated `search` column is the index here: nothing to add.
 SELECT 1 WHERE :after IS NULL
+
+-- name: stored_keys_among
+SELECT DISTINCT key FROM messages
+WHERE source = :source AND key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)))
