@@ -257,6 +257,8 @@ class WorkerPool:
             settings = FetchSettings(
                 user_agent=self.config.user_agent,
                 total_timeout=self.config.http_timeout,
+                stall_timeout=self.config.stall_timeout,
+                read_timeout=self.config.read_timeout,
                 allow_private=allow_private,
                 # Handlers pass their own limit (`max_body=`, a source's max_bytes): a
                 # month of a busy list's archive can be hundreds of megabytes.
@@ -268,7 +270,7 @@ class WorkerPool:
                 settings,
                 politeness,
                 self.clock,
-                max_defer=self.config.backoff_max,
+                max_defer=self.config.defer_max,
                 leases=self._leases,
             ).__aenter__()
             self._fetchers[key] = fetcher
