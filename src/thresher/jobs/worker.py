@@ -44,9 +44,9 @@ __all__ = ["PoolStats", "WorkerPool", "is_dead_here", "make_owner"]
 log = logging.getLogger("thresher.jobs")
 
 # How often an idle worker looks for work that another process may create: while a
-# worker elsewhere holds a lease on a job of its runs (finishing it may add jobs), and,
-# serving, for new runs. Otherwise nothing can change unseen: it sleeps until the next
-# job is due, or until this pool wakes it.
+# worker of another process is alive or holds a lease on a job of its runs (finishing
+# it may add or wake jobs), and, serving, for new runs. Otherwise nothing can change
+# unseen: it sleeps until the next job is due, or until this pool wakes it.
 IDLE_POLL_SECONDS = 0.5
 # The shortest idle sleep. A claim that took nothing says when the next job is due,
 # after that claim's `now`, so the wait is positive; this floor keeps a wall clock that
