@@ -280,3 +280,37 @@ def test_an_idle_worker_is_woken_by_the_pool_not_by_a_poll(store_url: str, tmp_p
             await store.close()
 
     asyncio.run(body())
+
+
+def test_the_claim_reads_the_clock_when_its_transaction_runs(
+    store_url: str, tmp_path: Path
+) -> None:
+    """An idle worker's claim may wait for the store behind busy workers' commits: the
+    time it claims at (and waits from) is read in its transaction, not before the
+    wait, else a job that came due meanwhile would be slept through."""
+
+    async def body() -> None:
+        clock = FakeClock(START)
+        config = make_config(store_url, tmp_path, **ALONE)
+        store = await AsyncStore(config.store_url).open()
+        try:
+            pool, _ = await backing_off(store, clock, config, 10.0)
+            release = threading.Event()
+
+            def busy(tx: Tx) -> None:  # another worker's long commit: 20 s pass
+                release.wait(10)
+                clock.advance(20.0)
+
+            commit = asyncio.create_task(store.run(busy))
+            await asyncio.sleep(0.05)  # the commit holds the store first
+            waiter = asyncio.create_task(pool._next())
+            await asyncio.sleep(0.05)
+            release.set()
+            await commit
+            job = await waiter
+        finally:
+            await store.close()
+        assert isinstance(job, Job) and job.attempts == 1
+        assert clock.sleeps == []  # due when the claim ran: claimed, not slept for
+
+    asyncio.run(body())

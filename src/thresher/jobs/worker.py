@@ -319,12 +319,10 @@ class WorkerPool:
                 self._wake.clear()
                 if self.serve:
                     await self._refresh_runs()
-                # One reading of the clock for the claim and the wait: the wait is then
-                # from the very `now` the claim found nothing due at.
-                now = self.clock.now()
-                got = await self._store_with_due(partial(self._claim_or_lull, now=now))
+                got, now, monotonic = await self._store_with_due(self._claim_or_lull)
                 if isinstance(got, Job):
                     return got
+                self._check_clock(now, monotonic)
                 wait = self._idle_wait(got, now)
                 if wait is None:
                     self._finished.set()
@@ -340,7 +338,6 @@ class WorkerPool:
         elsewhere is alive or holds a lease of these runs; serving: new runs), no longer
         than a poll. Alone, only this pool's own work can change anything, and its end
         wakes us: the heartbeat's period is only a net for what no rule foresaw."""
-        self._check_clock(now)
         if not lull.unfinished and not self.serve:
             return None
         wait = self.config.heartbeat_seconds
@@ -360,11 +357,11 @@ class WorkerPool:
             waker.cancel()
             sleeper.cancel()
 
-    def _check_clock(self, now: float) -> None:
+    def _check_clock(self, now: float, monotonic: float) -> None:
         """Warn when the wall clock jumped: a job backing off is due by the wall clock,
         so after a step back it waits that much longer (its `not_before` is in the
         store, shared with other machines, and stays as written)."""
-        offset = now - self.clock.monotonic()
+        offset = now - monotonic
         last, self._clock_offset = self._clock_offset, offset
         if last is not None and abs(offset - last) >= CLOCK_STEP_WARN:
             way = "back" if offset < last else "forward"
@@ -404,11 +401,20 @@ class WorkerPool:
             tx, self.owner, self.runs, now, self.config.lease_seconds, start=self._turn
         )
 
-    def _claim_or_lull(self, tx: Tx, now: float) -> Job | queue.Lull:
+    def _claim_or_lull(self, tx: Tx) -> tuple[Job | queue.Lull, float, float]:
+        """A claim, or why it took nothing, with the one reading of the clock it used.
+
+        The clock is read here, in the transaction, not before it: waiting for the
+        store (behind busy workers' commits) would make a `now` read earlier stale, and
+        a wait from it too long. The wait is then worked out from this very reading, so
+        no second reading (another moment, another thread) can disagree with the claim.
+        """
+        now, monotonic = self.clock.now(), self.clock.monotonic()
         self._turn += 1
-        return queue.claim_or_lull(
+        got = queue.claim_or_lull(
             tx, self.owner, self.runs, now, self.config.lease_seconds, start=self._turn
         )
+        return got, now, monotonic
 
     async def _execute(self, job: Job) -> Job | None:
         """Run the job and commit its outcome; return the next job, claimed in the same
