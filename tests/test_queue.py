@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from helpers import MAX, add_job, new_run, states
@@ -422,26 +420,97 @@ def test_claims_take_the_job_due_longest_first(store: Store) -> None:
     assert [j.key.rsplit(":", 1)[1] for j in order if j] == ["b", "c", "a"]
 
 
-def test_an_idle_poll_waits_for_the_job_claims_take_first(store: Store) -> None:
-    """`open_jobs` says when the first job in claim order is due: a probe of the claim
-    index, not a read of every pending job (a lower-priority job due sooner is claimed
-    at the next poll)."""
+def test_a_claim_that_takes_nothing_says_when_the_next_job_is_due(store: Store) -> None:
+    """The lull is read in the claim's transaction at the claim's `now`: the least
+    not_before of every pending job whatever its priority (a lower-priority job due
+    sooner is not hidden behind the job claims take first), later than that `now`."""
     run, other = new_run(store, "a"), new_run(store, "b")
     with store.transaction() as tx:
         add_job(tx, run, "soon", now=20)
-        queue.enqueue(
-            tx,
-            JobSpec("k", "urgent", priority=1),
-            key=f"run{run}:urgent",
-            now=50,
-            default_max_attempts=MAX,
-            source_run_id=run,
-        )
+        for name, priority, due in (("urgent", 1, 50), ("bulk", -1, 40)):
+            queue.enqueue(
+                tx,
+                JobSpec("k", name, priority=priority),
+                key=f"run{run}:{name}",
+                now=due,
+                default_max_attempts=MAX,
+                source_run_id=run,
+            )
         add_job(tx, other, "b", now=30)
-    with store.transaction(write=False) as tx:
-        one = tx.one("open_jobs", runs=json.dumps([run]))
-        both = tx.one("open_jobs", runs=json.dumps([run, other]))
-        none = tx.one("open_jobs", runs=json.dumps([]))
-    assert one is not None and one["n"] and one["next_due"] == 50
-    assert both is not None and both["next_due"] == 30
-    assert none is not None and not none["n"] and none["next_due"] is None
+    with store.transaction() as tx:
+        one = queue.claim_or_lull(tx, "w", [run], now=10, lease=LEASE)
+        both = queue.claim_or_lull(tx, "w", [run, other], now=10, lease=LEASE)
+        none = queue.claim_or_lull(tx, "w", [], now=10, lease=LEASE)
+    assert one == queue.Lull(unfinished=True, next_due=20, elsewhere=False)
+    assert both == queue.Lull(unfinished=True, next_due=20, elsewhere=False)
+    assert none == queue.Lull(unfinished=False, next_due=None, elsewhere=False)
+    with store.transaction() as tx:
+        got = queue.claim_or_lull(tx, "w", [run, other], now=35, lease=LEASE)
+    assert isinstance(got, Job) and got.key == f"run{run}:soon"
+
+
+def test_a_lull_tells_leases_held_elsewhere_from_our_own(store: Store) -> None:
+    """Another worker's lease means jobs may appear at any moment (an idle worker
+    polls); our own alone means our own completions will wake us (no poll)."""
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+    assert claim(store, "us", run, now=1) is not None
+    with store.transaction() as tx:
+        ours = queue.claim_or_lull(tx, "us", [run], now=2, lease=LEASE)
+        theirs = queue.claim_or_lull(tx, "them", [run], now=2, lease=LEASE)
+    assert ours == queue.Lull(unfinished=True, next_due=None, elsewhere=False)
+    assert theirs == queue.Lull(unfinished=True, next_due=None, elsewhere=True)
+
+
+@pytest.mark.parametrize("priorities", [(0,), (1, 0, -1), (5, 3, 0, -2, -7)])
+def test_the_next_due_time_is_the_least_of_every_priority(
+    store: Store, priorities: tuple[int, ...]
+) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        for i, priority in enumerate(priorities):
+            for j in range(3):
+                queue.enqueue(
+                    tx,
+                    JobSpec("k", f"p{i}-{j}", priority=priority),
+                    key=f"run{run}:p{i}-{j}",
+                    now=100 + 10 * ((i * 7 + j * 3) % 11),
+                    default_max_attempts=MAX,
+                    source_run_id=run,
+                )
+        due = min(float(r["not_before"]) for r in tx.all("list_jobs", run=run))
+        lull = queue.claim_or_lull(tx, "w", [run], now=0, lease=LEASE)
+    assert lull == queue.Lull(unfinished=True, next_due=due, elsewhere=False)
+
+
+def test_a_lull_says_whether_a_worker_elsewhere_is_alive(store: Store) -> None:
+    """A live worker of another process may add work to any run at any moment."""
+    run = new_run(store)
+
+    def lull(now: float) -> queue.Lull:
+        with store.transaction() as tx:
+            got = queue.claim_or_lull(tx, "us", [run], now=now, lease=LEASE)
+        assert isinstance(got, queue.Lull)
+        return got
+
+    def beat(owner: str, now: float) -> None:
+        with store.transaction() as tx:
+            tx.execute(
+                "upsert_worker",
+                owner=owner,
+                hostname="h",
+                pid=1,
+                boot_id=None,
+                jobs_done=0,
+                now=now,
+            )
+
+    beat("us", 100)
+    assert not lull(100).elsewhere  # ourselves
+    beat("them", 100)
+    assert lull(100).elsewhere
+    assert not lull(100 + 3 * LEASE + 1).elsewhere  # silent for three leases: dead
+    with store.transaction() as tx:
+        tx.execute("stop_worker", owner="them", now=101, jobs_done=0)
+    assert not lull(102).elsewhere

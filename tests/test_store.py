@@ -96,7 +96,9 @@ def test_query_files_parse_and_convert_parameters() -> None:
     pg = load_queries("postgres")
     assert set(pg) == set(load_queries("sqlite"))
     assert "%(owner)s" in pg["claim_job"] and "SKIP LOCKED" in pg["claim_job"]
-    assert "::jsonb" in pg["open_jobs"] and "json_each" in load_queries("sqlite")["open_jobs"]
+    assert (
+        "::jsonb" in pg["runs_progress"] and "json_each" in load_queries("sqlite")["runs_progress"]
+    )
     assert "SKIP LOCKED" not in load_queries("sqlite")["claim_job"]
 
 

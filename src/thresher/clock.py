@@ -2,6 +2,14 @@
 
 Times are float seconds since the epoch (UTC); the store keeps them as such so that
 SQLite and PostgreSQL compare them the same way and a FakeClock can drive both.
+
+A Clock has two clocks, as a computer does: `now`, the wall clock that the store's times
+are written in and that machines sharing a store agree on (through NTP), and
+`monotonic`, which only ever counts the seconds that pass and is what `sleep` waits by.
+The two drift apart whenever the wall clock is stepped (NTP, a VM resumed, an operator):
+code that waits for a wall-clock time must work out how long to sleep from one reading
+of `now` and never assume the two advance together. `FakeClock.step` moves the wall
+clock alone, so tests can do to the code what NTP does.
 """
 
 from __future__ import annotations
@@ -15,7 +23,13 @@ __all__ = ["Clock", "FakeClock", "SystemClock", "iso"]
 
 
 class Clock(Protocol):
-    def now(self) -> float: ...
+    def now(self) -> float:
+        """The wall clock: seconds since the epoch; may jump either way."""
+        ...
+
+    def monotonic(self) -> float:
+        """Seconds from an arbitrary start, never going back: what `sleep` waits by."""
+        ...
 
     async def sleep(self, seconds: float) -> None: ...
 
@@ -23,6 +37,9 @@ class Clock(Protocol):
 class SystemClock:
     def now(self) -> float:
         return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
@@ -32,19 +49,30 @@ class FakeClock:
     """A clock that only moves when told to (or when something sleeps on it).
 
     `sleep` advances time at once instead of waiting, so code that sleeps for an hour
-    runs in a moment and a test can assert on exactly when things happened.
+    runs in a moment and a test can assert on exactly when things happened. `advance`
+    and `sleep` move both clocks; `step` moves the wall clock alone, either way.
     """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
         self._now = start
+        self._monotonic = 0.0
         self.sleeps: list[float] = []
 
     def now(self) -> float:
         return self._now
 
+    def monotonic(self) -> float:
+        return self._monotonic
+
     def advance(self, seconds: float) -> None:
         if seconds < 0:
             raise ValueError("time does not go backwards")
+        self._now += seconds
+        self._monotonic += seconds
+
+    def step(self, seconds: float) -> None:
+        """Set the wall clock `seconds` forward (or back, if negative), as NTP or a
+        resumed VM does; the monotonic clock does not move."""
         self._now += seconds
 
     async def sleep(self, seconds: float) -> None:

@@ -40,14 +40,36 @@ class Config:
     lease_seconds: float = _opt(
         60.0, "How long a claimed job stays leased without a heartbeat before others may take it."
     )
-    max_attempts: int = _opt(5, "Attempts before a job fails for good.")
-    backoff_base: float = _opt(30.0, "First retry delay in seconds; doubles on each attempt.")
-    backoff_max: float = _opt(3600.0, "Longest retry delay in seconds.")
+    max_attempts: int = _opt(
+        5,
+        "Attempts of a job in one run; then it fails with its error, and the next run tries again.",
+    )
+    backoff_base: float = _opt(
+        2.0,
+        "First retry delay in seconds (half of it fixed, half random); doubles on each attempt.",
+    )
+    backoff_max: float = _opt(
+        60.0, "Longest retry delay in seconds, a server's Retry-After included (see defer_max)."
+    )
+    defer_max: float = _opt(
+        3600.0,
+        "Longest a job is handed back, no attempt counted, to wait for its host's turn (its"
+        " delay, a Retry-After, a host parked after failures); a longer wait is a failed attempt.",
+    )
     grace_seconds: float = _opt(
         30.0, "On SIGINT/SIGTERM, how long in-flight jobs may run before they are released."
     )
     user_agent: str = _opt(DEFAULT_USER_AGENT, "User-Agent sent with every request.")
     http_timeout: float = _opt(60.0, "Total time limit of one HTTP request, in seconds.")
+    stall_timeout: float = _opt(
+        10.0,
+        "Seconds a server may stay silent before any of the body came; each 64 KiB of body"
+        " received adds a second, up to read_timeout.",
+    )
+    read_timeout: float = _opt(
+        30.0,
+        "Longest silence of a server in seconds, mid-way through a large body (see stall_timeout).",
+    )
     delay: float = _opt(
         1.0, "Seconds between two requests to one host (robots.txt Crawl-delay if larger)."
     )
@@ -75,6 +97,11 @@ class Config:
             raise ConfigError("max_attempts must be at least 1")
         if self.backoff_base < 0 or self.backoff_max < self.backoff_base:
             raise ConfigError("need 0 <= backoff_base <= backoff_max")
+        if self.defer_max < 0:
+            raise ConfigError("defer_max must not be negative")
+        for name in ("http_timeout", "stall_timeout", "read_timeout"):
+            if not getattr(self, name) > 0:
+                raise ConfigError(f"{name} must be positive")
         if self.grace_seconds < 0:
             raise ConfigError("grace_seconds must not be negative")
         if self.db is not None and not self.db.startswith(("postgresql://", "postgres://")):

@@ -64,6 +64,9 @@ class ShiftedClock:
     def now(self) -> float:
         return time.time() + self._offset
 
+    def monotonic(self) -> float:
+        return time.monotonic()
+
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(max(0.0, seconds))
 

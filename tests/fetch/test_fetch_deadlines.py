@@ -13,17 +13,22 @@ from aiohttp import web
 from fetch_servers import RawServer, raw_server, serve
 
 from thresher.fetch import Fetcher, FetchSettings, FetchTimeout
-from thresher.fetch.deadlines import READ_EXPIRED, TOTAL_EXPIRED, Deadlines
+from thresher.fetch.deadlines import PATIENCE_BYTES, READ_EXPIRED, TOTAL_EXPIRED, Deadlines
 
 
-async def _exchange(deadlines: Deadlines, send_after: float = 0, hear_every: float = 60) -> str:
+async def _exchange(
+    deadlines: Deadlines, send_after: float = 0, hear_every: float = 60, received: int = 0
+) -> str:
     """An exchange whose request goes out after `send_after` seconds (as one waiting for
-    a pooled connection), which then hears from the server every `hear_every` seconds;
-    why it expired. Run as a task of its own, or awaited by the task it times."""
+    a pooled connection), which then receives `received` bytes of body at once and hears
+    from the server every `hear_every` seconds; why it expired. Run as a task of its
+    own, or awaited by the task it times."""
     exchange = deadlines.start()
     try:
         await asyncio.sleep(send_after)
         exchange.hear()
+        if received:
+            exchange.hear(received)
         while True:
             await asyncio.sleep(hear_every)
             exchange.hear()
@@ -43,7 +48,7 @@ def test_silence_and_length_are_cancelled_each_for_its_reason() -> None:
         started = time.monotonic()
         silent = asyncio.create_task(_exchange(deadlines))
         chatty = asyncio.create_task(_exchange(deadlines, hear_every=0.05))
-        assert await silent == READ_EXPIRED
+        assert (await silent).startswith(READ_EXPIRED)
         assert 0.19 < time.monotonic() - started < 0.9
         assert await chatty == TOTAL_EXPIRED
         assert 0.99 < time.monotonic() - started < 5
@@ -91,9 +96,9 @@ def test_silence_is_caught_in_time_while_an_unsent_request_waits() -> None:
         waiting = asyncio.create_task(_exchange(deadlines, send_after=60))
         await asyncio.sleep(0.5)
         other = asyncio.create_task(_exchange(deadlines, send_after=0))
-        assert await late == READ_EXPIRED
+        assert (await late).startswith(READ_EXPIRED)
         assert 0.59 < time.monotonic() - started < 3
-        assert await other == READ_EXPIRED
+        assert (await other).startswith(READ_EXPIRED)
         assert 0.69 < time.monotonic() - started < 3
         waiting.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -182,6 +187,84 @@ def test_a_timed_out_fetch_leaves_its_task_as_it_found_it() -> None:
                 with pytest.raises(TimeoutError):
                     async with asyncio.timeout(0.01):
                         await asyncio.sleep(1)
+            server.stop.set()
+
+    asyncio.run(body())
+
+
+# -- Silence allowed, scaled to what the server has sent ---------------------------------
+
+
+def test_the_silence_allowed_grows_with_the_body_received() -> None:
+    """Nothing of the body: given up after stall_timeout. Each PATIENCE_BYTES of body
+    buys a second more, up to read_timeout."""
+
+    async def body() -> None:
+        deadlines = Deadlines(
+            asyncio.get_running_loop(), read_timeout=1.5, total_timeout=30, stall_timeout=0.2
+        )
+        started = time.monotonic()
+        nothing = asyncio.create_task(_exchange(deadlines))
+        some = asyncio.create_task(_exchange(deadlines, received=PATIENCE_BYTES // 2))
+        plenty = asyncio.create_task(_exchange(deadlines, received=100 * PATIENCE_BYTES))
+        reason = await nothing
+        assert 0.19 < time.monotonic() - started < 0.65
+        assert reason.startswith(READ_EXPIRED) and "after 0 bytes" in reason
+        reason = await some
+        assert 0.69 < time.monotonic() - started < 1.45
+        assert f"after {PATIENCE_BYTES // 2} bytes" in reason and "for 0.7 s" in reason
+        reason = await plenty
+        assert 1.49 < time.monotonic() - started < 5
+        assert "for 1.5 s" in reason
+
+    asyncio.run(body())
+
+
+def test_without_a_stall_timeout_the_read_timeout_holds_throughout() -> None:
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        deadlines = Deadlines(loop, read_timeout=3, total_timeout=9)
+        assert deadlines.first_patience == deadlines.stall_timeout == 3
+        longer = Deadlines(loop, 3, 9, stall_timeout=10)
+        assert longer.first_patience == 3  # never more than read_timeout
+
+    asyncio.run(body())
+
+
+def _stalls_after(sent: bytes):  # type: ignore[no-untyped-def]
+    async def answer(writer: asyncio.StreamWriter, server: RawServer) -> None:
+        writer.write(sent)
+        await writer.drain()
+        await server.stop.wait()
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("sent", "least", "most"),
+    [
+        (b"", 0.29, 1.5),  # accepted, then nothing: not even the head
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 900000\r\n\r\n", 0.29, 1.5),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 900000\r\n\r\n" + b"x" * 300_000, 2.4, 8),
+    ],
+    ids=["nothing", "head-only", "mid-body"],
+)
+def test_a_stalled_fetch_is_given_up_sooner_the_less_it_received(
+    sent: bytes, least: float, most: float
+) -> None:
+    """A real loopback server that stalls: after nothing, or after the head alone, the
+    fetch ends after stall_timeout; mid-way through a large body, after read_timeout."""
+    settings = FetchSettings(
+        allow_private=True, stall_timeout=0.3, read_timeout=2.5, total_timeout=30
+    )
+
+    async def body() -> None:
+        async with raw_server(_stalls_after(sent)) as server, Fetcher(settings) as fetcher:
+            started = time.monotonic()
+            with pytest.raises(FetchTimeout) as caught:
+                await fetcher.get(server.base + "/month.txt")
+            assert least < time.monotonic() - started < most
+            assert READ_EXPIRED in str(caught.value)
             server.stop.set()
 
     asyncio.run(body())

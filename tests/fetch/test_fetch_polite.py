@@ -162,3 +162,51 @@ def test_robots_txt_redirecting_forever_counts_as_unavailable() -> None:
 
     asyncio.run(body())
     assert len([p for p in paths if p.startswith("/robots")]) == 6  # the first and 5 hops
+
+
+@pytest.mark.parametrize(
+    ("failing", "parked"),
+    [(["/a", "/a", "/a", "/a"], False), (["/a", "/b", "/a", "/c"], True)],
+    ids=["one-url-retried", "three-urls"],
+)
+def test_retries_of_one_failing_url_do_not_park_its_host(failing: list[str], parked: bool) -> None:
+    """A host is parked after failures of three different URLs: a sign the host is in
+    trouble. A job retrying the one URL that keeps failing (a listing page that stalls)
+    is not, and must not keep every other job of the host waiting for minutes."""
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/ok":
+            return web.Response(text="fine")
+        return web.Response(status=500, text="broken")
+
+    async def body() -> None:
+        async with serve(handle) as base:
+            policy = Politeness(delay=0.0, park_after=3, park_base=300)
+            polite = PoliteFetcher(SETTINGS, policy, FakeClock(), robots=False, max_wait=30)
+            async with polite:
+                for path in failing:
+                    assert (await polite.get(base + path)).status == 500
+                if parked:
+                    with pytest.raises(HostBusy, match="parking"):
+                        await polite.get(base + "/ok")
+                else:
+                    assert (await polite.get(base + "/ok")).status == 200
+
+    asyncio.run(body())
+
+
+def test_a_success_starts_the_count_of_failures_afresh() -> None:
+    answers = iter([500, 500, 200, 500, 500, 200])
+
+    async def handle(request: web.Request) -> web.Response:
+        return web.Response(status=next(answers))
+
+    async def body() -> None:
+        async with serve(handle) as base:
+            policy = Politeness(delay=0.0, park_after=3, park_base=300)
+            polite = PoliteFetcher(SETTINGS, policy, FakeClock(), robots=False, max_wait=30)
+            async with polite:
+                got = [(await polite.get(f"{base}/p{i}")).status for i in range(6)]
+        assert got == [500, 500, 200, 500, 500, 200]
+
+    asyncio.run(body())

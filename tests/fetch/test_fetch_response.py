@@ -146,7 +146,16 @@ def test_long_reasons_are_cut() -> None:
 
 
 @pytest.mark.parametrize(
-    "field", ["connect_timeout", "read_timeout", "total_timeout", "dns_ttl", "max_body", "limit"]
+    "field",
+    [
+        "connect_timeout",
+        "read_timeout",
+        "stall_timeout",
+        "total_timeout",
+        "dns_ttl",
+        "max_body",
+        "limit",
+    ],
 )
 def test_settings_are_checked(field: str) -> None:
     zero: dict[str, Any] = {field: 0}

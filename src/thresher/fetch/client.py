@@ -12,8 +12,9 @@ The limits a crawler of strangers' servers needs are enforced here, once:
   again on the exact address of every socket opened;
 - size: `max_body` bytes on the wire (refused early from Content-Length, else as bytes
   arrive) and `max_decoded` bytes once Content-Encoding is undone (see `decoding`);
-- time: `connect_timeout` per connection attempt, `read_timeout` of silence, and
-  `total_timeout` for the whole exchange. The total includes waiting for a free pooled
+- time: `connect_timeout` per connection attempt, silence (`stall_timeout` before any
+  of the body came, growing with the body received to `read_timeout`; see `deadlines`),
+  and `total_timeout` for the whole exchange. The total includes waiting for a free pooled
   connection, so callers keep their concurrency near `limit`. Name resolution is bounded
   by `connect_timeout` on its own.
 
@@ -83,7 +84,11 @@ class FetchSettings:
     connect_timeout: float = 10.0
     """Seconds for one TCP (and TLS) connection attempt; also bounds name resolution."""
     read_timeout: float = 30.0
-    """Longest silence between bytes from the server."""
+    """Longest silence between bytes from the server, once enough of the body came."""
+    stall_timeout: float = 10.0
+    """Longest silence before any of the body came (the request sent, the head awaited,
+    or the head received); each 64 KiB of body received adds a second, up to
+    `read_timeout`."""
     total_timeout: float = 120.0
     """The whole exchange, body included (and any wait for a pooled connection)."""
     max_body: int = 50 * 2**20
@@ -102,7 +107,13 @@ class FetchSettings:
     """Check server certificates. Off, expired and self-signed sites can be archived."""
 
     def __post_init__(self) -> None:
-        for name in ("connect_timeout", "read_timeout", "total_timeout", "dns_ttl"):
+        for name in (
+            "connect_timeout",
+            "read_timeout",
+            "stall_timeout",
+            "total_timeout",
+            "dns_ttl",
+        ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"FetchSettings.{name} must be > 0, not {getattr(self, name)}")
         for name in ("max_body", "max_decoded", "limit"):
@@ -190,7 +201,7 @@ class Fetcher:
         # The read and total timeouts are kept by `Deadlines`, far cheaper than aiohttp's;
         # aiohttp times only the opening of a new connection.
         self._deadlines = deadlines = Deadlines(
-            asyncio.get_running_loop(), s.read_timeout, s.total_timeout
+            asyncio.get_running_loop(), s.read_timeout, s.total_timeout, s.stall_timeout
         )
         response_class = type("_Response", (_PeerResponse,), {"deadlines": deadlines})
         self._session = aiohttp.ClientSession(
@@ -330,7 +341,7 @@ class Fetcher:
         size = 0
         stream = resp.content
         while chunk := await stream.readany():
-            exchange.hear()
+            exchange.hear(len(chunk))
             size += len(chunk)
             if size > limit:
                 if truncate is None:

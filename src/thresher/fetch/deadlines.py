@@ -9,6 +9,15 @@ cancels the tasks of those that did. It wakes about once per ``read_timeout`` wh
 exchanges are in flight, and not at all when none are. Silence counts only once the
 request is sent: waiting for a pooled connection counts towards the total alone.
 
+The silence allowed grows with what the server has sent (`Exchange.patience`): a
+server that has sent nothing of the body is given up after `stall_timeout`, and every
+`PATIENCE_BYTES` of body received buy one second more, up to `read_timeout`. A stalled
+connection that has delivered nothing is most likely dead, and trying again costs
+nothing; one mid-way through a large body has proved it works, and giving it up throws
+away what came (defaults: 10 s, 30 s once 1.25 MiB have come). Each chunk costs an
+addition and a comparison, and the timer stays right: patience only grows, so a timer
+set for an exchange's deadline is never late, at worst early, and then re-armed.
+
 An expired exchange's task is cancelled the way `asyncio.timeout` cancels it: the
 fetcher turns the `CancelledError` into a `FetchTimeout` only if `Task.uncancel` says
 nobody else asked for the cancellation too. Every await between `Deadlines.start` and
@@ -20,42 +29,74 @@ from __future__ import annotations
 import asyncio
 import math
 
-__all__ = ["Deadlines", "Exchange"]
+__all__ = ["PATIENCE_BYTES", "Deadlines", "Exchange"]
 
-READ_EXPIRED = "no data from the server within read_timeout"
+READ_EXPIRED = "no data from the server"  # the start of every silence's reason
 TOTAL_EXPIRED = "the exchange exceeded total_timeout"
+
+# Bytes of body that buy a silent connection one second more than `stall_timeout`.
+PATIENCE_BYTES = 64 * 1024
 
 
 class Exchange:
     """One request in flight: when it started, when the server was last heard from (or
     infinity: the request is not sent yet, so no silence counts, as while it waits for a
-    pooled connection), and once a deadline passed, why it was cancelled."""
+    pooled connection), the body bytes received and the silence they allow, and once a
+    deadline passed, why it was cancelled."""
 
-    __slots__ = ("_owner", "expired", "heard", "started", "task")
+    __slots__ = ("_owner", "expired", "heard", "patience", "received", "started", "task")
 
     def __init__(self, owner: Deadlines, task: asyncio.Task[object]) -> None:
         self._owner = owner
         self.task = task
         self.started = owner.time()
         self.heard = math.inf
+        self.patience = owner.first_patience
+        self.received = 0
         self.expired: str | None = None
 
-    def hear(self) -> None:
-        """The request is sent, or the server sent something: silence counts from now."""
-        now = self._owner.time()
+    def hear(self, received: int = 0) -> None:
+        """The request is sent, or the server sent something (`received` bytes of the
+        body): silence counts from now."""
+        owner = self._owner
+        now = owner.time()
         if self.heard == math.inf:  # just sent: the timer may be set for later than this
-            self._owner.arm(now + self._owner.read_timeout)
+            owner.arm(now + self.patience)
         self.heard = now
+        if received:
+            self.received += received
+            if self.patience < owner.read_timeout:
+                self.patience = min(
+                    owner.read_timeout, owner.stall_timeout + self.received / PATIENCE_BYTES
+                )
+
+    def silence(self) -> str:
+        """Why a silent exchange was given up, for the error."""
+        return (
+            f"{READ_EXPIRED} for {self.patience:.3g} s, after {self.received} bytes of the"
+            f" body (the silence allowed: stall_timeout {self._owner.stall_timeout:g} s,"
+            f" growing with the body to read_timeout {self._owner.read_timeout:g} s)"
+        )
 
 
 class Deadlines:
-    """The exchanges in flight on one event loop, each cancelled once silent for
-    `read_timeout` seconds or running for `total_timeout` seconds (loop time)."""
+    """The exchanges in flight on one event loop, each cancelled once silent for longer
+    than its patience (`stall_timeout` growing to `read_timeout` with the body received;
+    `stall_timeout` None: `read_timeout` throughout) or running for `total_timeout`
+    seconds (loop time)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, read_timeout: float, total_timeout: float):
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        read_timeout: float,
+        total_timeout: float,
+        stall_timeout: float | None = None,
+    ):
         self.time = loop.time
         self.read_timeout = read_timeout
         self.total_timeout = total_timeout
+        self.stall_timeout = read_timeout if stall_timeout is None else stall_timeout
+        self.first_patience = min(self.stall_timeout, read_timeout)
         self._loop = loop
         self._live: dict[asyncio.Task[object], Exchange] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -107,10 +148,10 @@ class Deadlines:
         now = self.time()
         due = math.inf
         for exchange in list(self._live.values()):
-            silent_until = exchange.heard + self.read_timeout
+            silent_until = exchange.heard + exchange.patience
             over_at = exchange.started + self.total_timeout
             if over_at <= now or silent_until <= now:
-                exchange.expired = TOTAL_EXPIRED if over_at <= now else READ_EXPIRED
+                exchange.expired = TOTAL_EXPIRED if over_at <= now else exchange.silence()
                 del self._live[exchange.task]
                 exchange.task.cancel()
             else:

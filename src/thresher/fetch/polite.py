@@ -5,7 +5,9 @@ archive — fetch one URL at a time from many concurrent workers, so they share 
 `PoliteFetcher` per process instead: it asks robots.txt once per site (RFC 9309, through
 the frontier's `RobotsCache`), lets one request at a time reach a host, spaces requests
 by the host's delay (robots.txt Crawl-delay if larger), honours Retry-After on 429/503
-and parks a host that keeps failing (the frontier's `HostState` arithmetic). A wait longer
+and parks a host that keeps failing (the frontier's `HostState` arithmetic): failures of
+different URLs count, a job's retry of a URL that failed already does not, so one page
+that keeps stalling does not park its host (and every job waiting for it) for minutes. A wait longer
 than `max_wait` — the host's own, or its place in the queue of requests for it — is not
 slept through: the job gets `HostBusy` with the time to come back, and goes back to the
 job table until then, so a worker's slots are not held by one slow or parked host. A wait
@@ -33,7 +35,7 @@ from ..frontier import (
     robots_url,
     site_of,
 )
-from ..frontier.politeness import IpState
+from ..frontier.politeness import IpState, is_failure
 from ..frontier.robots import MAX_ROBOTS_BYTES, Site, robots_body
 from .client import Fetcher, FetchSettings
 from .errors import FetchError, InvalidRequestURL
@@ -63,11 +65,30 @@ class RobotsUnavailable(TransientError):
     """robots.txt answered 429 or 5xx: RFC 9309 says to keep off the site for a while."""
 
 
+# URLs of a host remembered as failed since its last success (the oldest forgotten).
+_FAILED_KEPT = 64
+
+
 class _Host:
     def __init__(self, name: str, connections: int) -> None:
         self.state = HostState(name)
         self.slots = asyncio.Semaphore(connections)
         self.waiting = 0  # requests waiting for their turn, not yet started
+        # URLs that failed since the host last answered well: failing again, a URL is
+        # a retry, which does not count towards parking the host.
+        self.failed: dict[str, None] = {}
+
+    def ended(self, url: str, status: int | None) -> bool:
+        """Note how a fetch of `url` ended; whether it was a retry of a failed URL."""
+        if not is_failure(status):
+            self.failed.clear()
+            return False
+        if url in self.failed:
+            return True
+        self.failed[url] = None
+        if len(self.failed) > _FAILED_KEPT:
+            del self.failed[next(iter(self.failed))]
+        return False
 
 
 class PoliteFetcher:
@@ -148,9 +169,7 @@ class PoliteFetcher:
                 await self._wait_turn(name, host.state, ip, ip_state)
                 host.waiting -= 1
                 waiting = False
-                return await self._fetch_now(
-                    url, headers, max_body, host.state, ip, ip_state, truncate
-                )
+                return await self._fetch_now(url, headers, max_body, host, ip, ip_state, truncate)
         finally:
             if waiting:
                 host.waiting -= 1
@@ -165,12 +184,13 @@ class PoliteFetcher:
         url: str,
         headers: Mapping[str, str] | None,
         max_body: int | None,
-        state: HostState,
+        host: _Host,
         ip: str | None,
         ip_state: IpState | None,
         truncate: int | None = None,
     ) -> Response:
         """Fetch `url` now that its host's turn has come, and record when it ended."""
+        state = host.state
         name = state.host
         now = self.clock.now()
         state.on_start(self.policy, now)
@@ -187,7 +207,8 @@ class PoliteFetcher:
             raise
         finally:
             end = self.clock.now()
-            state.on_end(self.policy, end, status, retry_after)
+            retry = host.ended(url, status)
+            state.on_end(self.policy, end, status, retry_after, retry=retry)
             if ip_state is not None:
                 ip_state.next_allowed = max(ip_state.next_allowed, end + self.policy.ip_delay)
             if self.leases is not None:

@@ -13,6 +13,11 @@ each has committed, the second to look sees both done. Waking in a transaction o
 own costs no lock, where waking inside would need a lock on the commit's row that
 every sibling's completion would queue on. A worker killed between the two leaves a
 commit waiting with nothing to wake it: `wake_ready` sweeps those, on each heartbeat.
+
+A claim that takes nothing says why (`claim_or_lull`), from the same transaction and
+the same `now`: every pending job it saw is due only after that `now`, so a worker that
+sleeps until the `Lull`'s `next_due` never wakes to a claim that again takes nothing
+(as one did when the due time was read in a transaction, and at a moment, of its own).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import LeaseLost
@@ -28,8 +34,10 @@ from .model import JOIN_KIND, Job, JobSpec, JobState, Outcome
 
 __all__ = [
     "MAX_KEY",
+    "Lull",
     "child_key",
     "claim",
+    "claim_or_lull",
     "complete",
     "defer",
     "enqueue",
@@ -106,6 +114,39 @@ def claim(
         if row:
             return Job.from_row(row)
     return None
+
+
+@dataclass(frozen=True)
+class Lull:
+    """Why a claim took nothing, as of its own transaction and `now`."""
+
+    unfinished: bool  # a job of the runs is pending, waiting or leased
+    next_due: float | None  # the earliest `not_before` of their pending jobs (after `now`)
+    # Another worker is alive (it heartbeat within three leases) or holds a lease on
+    # one of these jobs: it may add, wake or free jobs at any moment, unseen.
+    elsewhere: bool
+
+
+def claim_or_lull(
+    tx: Tx, owner: str, runs: Sequence[int], now: float, lease: float, start: int = 0
+) -> Job | Lull:
+    """`claim`, or, when no job is due, what the runs are waiting for (`Lull`)."""
+    job = claim(tx, owner, runs, now, lease, start)
+    if job is not None:
+        return job
+    row = tx.one("other_workers_alive", owner=owner, since=now - 3 * lease)
+    unfinished, elsewhere = False, bool(row and row["alive"])
+    next_due: float | None = None
+    for run in runs:
+        row = tx.one("run_lull", run=run, owner=owner)
+        if row is None:
+            continue
+        unfinished = unfinished or bool(row["unfinished"])
+        elsewhere = elsewhere or bool(row["elsewhere"])
+        if row["next_due"] is not None:
+            due = float(row["next_due"])
+            next_due = due if next_due is None else min(next_due, due)
+    return Lull(unfinished, next_due, elsewhere)
 
 
 def complete(

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -44,8 +43,18 @@ __all__ = ["PoolStats", "WorkerPool", "is_dead_here", "make_owner"]
 
 log = logging.getLogger("thresher.jobs")
 
-# How often an idle worker looks for work that another process may have created.
+# How often an idle worker looks for work that another process may create: while a
+# worker of another process is alive or holds a lease on a job of its runs (finishing
+# it may add or wake jobs), and, serving, for new runs. Otherwise nothing can change
+# unseen: it sleeps until the next job is due, or until this pool wakes it.
 IDLE_POLL_SECONDS = 0.5
+# The shortest idle sleep. A claim that took nothing says when the next job is due,
+# after that claim's `now`, so the wait is positive; this floor keeps a wall clock that
+# stands still or crawls (frozen by a debugger, faked) from making it a busy loop.
+MIN_IDLE_WAIT = 0.05
+# A jump of the wall clock against the monotonic one worth a warning: jobs backing off
+# are due by the wall clock, so a step back makes them wait that much longer.
+CLOCK_STEP_WARN = 5.0
 
 T = TypeVar("T")
 
@@ -132,6 +141,10 @@ class WorkerPool:
         self._fetchers: dict[tuple[bool, float], PoliteFetcher] = {}
         self._shared: dict[str, asyncio.Future[Closable]] = {}
         self._turn = 0  # rotates the run claimed from first
+        # One idle worker at a time asks the store for work and sleeps until some is
+        # due; the others queue here, not on the store.
+        self._asking = asyncio.Lock()
+        self._clock_offset: float | None = None  # wall minus monotonic, at the last look
         # Jobs whose commits may be due, from completions committed since: woken by the
         # next transaction (see thresher.jobs.queue on why not by the completing one).
         self._due: list[int] = []
@@ -244,6 +257,8 @@ class WorkerPool:
             settings = FetchSettings(
                 user_agent=self.config.user_agent,
                 total_timeout=self.config.http_timeout,
+                stall_timeout=self.config.stall_timeout,
+                read_timeout=self.config.read_timeout,
                 allow_private=allow_private,
                 # Handlers pass their own limit (`max_body=`, a source's max_bytes): a
                 # month of a busy list's archive can be hundreds of megabytes.
@@ -255,7 +270,7 @@ class WorkerPool:
                 settings,
                 politeness,
                 self.clock,
-                max_defer=self.config.backoff_max,
+                max_defer=self.config.defer_max,
                 leases=self._leases,
             ).__aenter__()
             self._fetchers[key] = fetcher
@@ -284,11 +299,8 @@ class WorkerPool:
         job: Job | None = None
         while not self._stopping.is_set() and not self._finished.is_set():
             if job is None:
-                # Cleared before the claim, so a wake-up during it is not lost.
-                self._wake.clear()
-                job = await self._store_with_due(self._claim)
+                job = await self._next()
                 if job is None:
-                    await self._idle()
                     continue
             self.stats.running[index] = job.key
             try:
@@ -297,6 +309,67 @@ class WorkerPool:
                 self.stats.running.pop(index, None)
             # New children or a freed commit may be claimable now.
             self._wake.set()
+
+    async def _next(self) -> Job | None:
+        """Claim a job; while none is due, sleep until one is or the pool wakes us.
+        None once the pool is stopping or its runs have no unfinished job."""
+        async with self._asking:
+            while not self._stopping.is_set() and not self._finished.is_set():
+                # Cleared before the claim, so a wake-up during it is not lost.
+                self._wake.clear()
+                if self.serve:
+                    await self._refresh_runs()
+                got, now, monotonic = await self._store_with_due(self._claim_or_lull)
+                if isinstance(got, Job):
+                    return got
+                self._check_clock(now, monotonic)
+                wait = self._idle_wait(got, now)
+                if wait is None:
+                    self._finished.set()
+                    self._wake.set()
+                    return None
+                await self._sleep(wait)
+        return None
+
+    def _idle_wait(self, lull: queue.Lull, now: float) -> float | None:
+        """How long to sleep after a claim at `now` took nothing; None: the runs are over.
+
+        Until the next job is due; while another process may add work unseen (a worker
+        elsewhere is alive or holds a lease of these runs; serving: new runs), no longer
+        than a poll. Alone, only this pool's own work can change anything, and its end
+        wakes us: the heartbeat's period is only a net for what no rule foresaw."""
+        if not lull.unfinished and not self.serve:
+            return None
+        wait = self.config.heartbeat_seconds
+        if lull.next_due is not None:
+            wait = min(wait, max(MIN_IDLE_WAIT, lull.next_due - now))
+        if lull.elsewhere or self.serve:
+            wait = min(wait, IDLE_POLL_SECONDS)
+        return wait
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep `seconds` (by the monotonic clock), or until the pool is woken."""
+        waker = asyncio.create_task(self._wake.wait())
+        sleeper = asyncio.create_task(self.clock.sleep(seconds))
+        try:
+            await asyncio.wait({waker, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waker.cancel()
+            sleeper.cancel()
+
+    def _check_clock(self, now: float, monotonic: float) -> None:
+        """Warn when the wall clock jumped: a job backing off is due by the wall clock,
+        so after a step back it waits that much longer (its `not_before` is in the
+        store, shared with other machines, and stays as written)."""
+        offset = now - monotonic
+        last, self._clock_offset = self._clock_offset, offset
+        if last is not None and abs(offset - last) >= CLOCK_STEP_WARN:
+            way = "back" if offset < last else "forward"
+            log.warning(
+                "the wall clock went %s by %.0f s: jobs backing off are due by it",
+                way,
+                abs(offset - last),
+            )
 
     async def _refresh_runs(self) -> None:
         """Serve every open run; hand those with nothing left open to `on_drained`."""
@@ -322,37 +395,26 @@ class WorkerPool:
             self._due.extend(due)
             raise
 
-    def _claim(self, tx: Tx) -> Job | None:
+    def _claim(self, tx: Tx, now: float) -> Job | None:
         self._turn += 1
         return queue.claim(
-            tx,
-            self.owner,
-            self.runs,
-            self.clock.now(),
-            self.config.lease_seconds,
-            start=self._turn,
+            tx, self.owner, self.runs, now, self.config.lease_seconds, start=self._turn
         )
 
-    async def _idle(self) -> None:
-        if self.serve:
-            await self._refresh_runs()
-        row = await self.store.run(
-            lambda tx: tx.one("open_jobs", runs=json.dumps(self.runs)), write=False
+    def _claim_or_lull(self, tx: Tx) -> tuple[Job | queue.Lull, float, float]:
+        """A claim, or why it took nothing, with the one reading of the clock it used.
+
+        The clock is read here, in the transaction, not before it: waiting for the
+        store (behind busy workers' commits) would make a `now` read earlier stale, and
+        a wait from it too long. The wait is then worked out from this very reading, so
+        no second reading (another moment, another thread) can disagree with the claim.
+        """
+        now, monotonic = self.clock.now(), self.clock.monotonic()
+        self._turn += 1
+        got = queue.claim_or_lull(
+            tx, self.owner, self.runs, now, self.config.lease_seconds, start=self._turn
         )
-        if not row or not row["n"]:
-            if not self.serve:
-                self._finished.set()
-                self._wake.set()
-                return
-            row = {"next_due": None}
-        wait = IDLE_POLL_SECONDS
-        if row["next_due"] is not None:
-            wait = min(wait, max(0.0, float(row["next_due"]) - self.clock.now()))
-        sleeper = asyncio.create_task(self.clock.sleep(wait))
-        waker = asyncio.create_task(self._wake.wait())
-        await asyncio.wait({sleeper, waker}, return_when=asyncio.FIRST_COMPLETED)
-        for task in (sleeper, waker):
-            task.cancel()
+        return got, now, monotonic
 
     async def _execute(self, job: Job) -> Job | None:
         """Run the job and commit its outcome; return the next job, claimed in the same
@@ -383,7 +445,7 @@ class WorkerPool:
 
         def commit(tx: Tx) -> Job | None:
             due[:] = queue.complete(tx, job, self.owner, outcome, now, self.config.max_attempts)
-            return None if self._stopping.is_set() else self._claim(tx)
+            return None if self._stopping.is_set() else self._claim(tx, now)
 
         try:
             following = await self._store_with_due(commit)

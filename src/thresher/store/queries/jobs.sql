@@ -113,18 +113,34 @@ SELECT state, count(*) AS n FROM jobs WHERE source_run_id = :run GROUP BY state
 -- name: job_counts
 SELECT state, count(*) AS n FROM jobs GROUP BY state
 
--- name: open_jobs
--- n: whether any job is unfinished (EXISTS stops at the first; a count read them all).
--- next_due: when the job each run's claims take first is due (the first entry of its
--- claim index), not the least not_before of all: that read every pending job, 29 ms
--- per idle poll with 200 000 jobs backing off, for a wait a poll bounds anyway.
-SELECT EXISTS (SELECT 1 FROM jobs
-               WHERE source_run_id IN (SELECT value FROM json_each(:runs))
-                 AND state IN ('pending', 'waiting', 'leased')) AS n,
+-- name: run_lull
+-- Why a claim of :run took nothing, read in the claim's transaction: whether a job is
+-- unfinished; when the earliest pending job is due (the least not_before, whatever its
+-- priority: one probe of the claim index per priority in use, a handful, where a plain
+-- min() read every pending job, 29 ms with 200 000 of them backing off); and whether
+-- another worker holds a lease (its job may add or free others at any moment).
+WITH RECURSIVE priorities(p) AS (
+    SELECT max(priority) FROM jobs WHERE source_run_id = :run AND state = 'pending'
+    UNION ALL
+    SELECT (SELECT max(j.priority) FROM jobs j
+            WHERE j.source_run_id = :run AND j.state = 'pending' AND j.priority < priorities.p)
+    FROM priorities WHERE priorities.p IS NOT NULL
+)
+SELECT EXISTS (SELECT 1 FROM jobs WHERE source_run_id = :run
+                                    AND state IN ('pending', 'waiting', 'leased')) AS unfinished,
        (SELECT min((SELECT j.not_before FROM jobs j
-                    WHERE j.source_run_id = r.value AND j.state = 'pending'
-                    ORDER BY j.priority DESC, j.not_before LIMIT 1))
-        FROM json_each(:runs) AS r) AS next_due
+                    WHERE j.source_run_id = :run AND j.state = 'pending'
+                      AND j.priority = priorities.p
+                    ORDER BY j.not_before LIMIT 1))
+        FROM priorities WHERE priorities.p IS NOT NULL) AS next_due,
+       EXISTS (SELECT 1 FROM jobs WHERE source_run_id = :run AND state = 'leased'
+                                    AND lease_owner <> :owner) AS elsewhere
+
+-- name: other_workers_alive
+-- Whether a worker of another process may be at work (one killed without stopping
+-- counts until its heartbeats are three leases old).
+SELECT EXISTS (SELECT 1 FROM workers WHERE owner <> :owner AND stopped IS NULL
+                                       AND heartbeat >= :since) AS alive
 
 -- name: runs_progress
 SELECT count(*) AS total,

@@ -36,16 +36,6 @@ WHERE id IN (
                       AND c.state IN ('pending', 'waiting', 'leased', 'failed'))
     FOR UPDATE OF w SKIP LOCKED)
 
--- name: open_jobs
-SELECT EXISTS (SELECT 1 FROM jobs
-               WHERE source_run_id IN (SELECT value::bigint
-                                       FROM jsonb_array_elements_text(:runs::jsonb))
-                 AND state IN ('pending', 'waiting', 'leased')) AS n,
-       (SELECT min((SELECT j.not_before FROM jobs j
-                    WHERE j.source_run_id = r.value::bigint AND j.state = 'pending'
-                    ORDER BY j.priority DESC, j.not_before LIMIT 1))
-        FROM jsonb_array_elements_text(:runs::jsonb) AS r(value)) AS next_due
-
 -- name: runs_progress
 SELECT count(*) AS total,
        sum(CASE WHEN state IN ('done', 'failed') THEN 1 ELSE 0 END) AS finished
