@@ -17,7 +17,8 @@ import contextlib
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from urllib.parse import urljoin
+
+from ..weburl import resolve
 
 __all__ = ["Response", "parse_retry_after"]
 
@@ -93,7 +94,10 @@ class Response:
 
     @property
     def location(self) -> str | None:
-        """The absolute redirect target of a 3xx answer with a Location header, else None."""
+        """The redirect target of a 3xx answer with a Location header, resolved against
+        the URL asked for as a browser resolves it (`thresher.weburl.resolve`: without
+        its fragment); None without one, or if a browser would not follow it to an
+        http(s) URL."""
         if not 300 <= self.status < 400:
             return None
         target = self.header("Location")
@@ -104,7 +108,7 @@ class Response:
             return None
         with contextlib.suppress(UnicodeError):  # not UTF-8: keep the bytes as they came
             target = target.encode("latin-1").decode("utf-8")
-        return urljoin(self.url, target)
+        return resolve(target, self.url)
 
     @property
     def retry_after(self) -> float | None:
