@@ -93,7 +93,11 @@ class Workbench:
             self.capped += 1
             return False
         state.accepted += 1
-        state.queue.append((url, url_hash(url) if key is None else key, depth, 1))
+        # Most URLs are their own key (a canonical URL as linked): None is kept for them
+        # instead of a second 64-bit int (36 bytes, a third more per queued URL).
+        if key is not None and key == url_hash(url):
+            key = None
+        state.queue.append((url, key, depth, 1))
         self._queued += 1
         self._schedule(state)
         return True
@@ -254,7 +258,8 @@ class Workbench:
         return None if state.ip is None else self._ips[state.ip]
 
     def _start(self, state: HostState, now: float) -> Fetch:
-        url, key, depth, attempt = state.queue.popleft()
+        url, own_key, depth, attempt = state.queue.popleft()
+        key = url_hash(url) if own_key is None else own_key
         self._queued -= 1
         self._in_flight += 1
         was_ready_at = state.next_allowed
