@@ -23,7 +23,7 @@ import re
 
 from ada_url import join_url, normalize_url
 
-__all__ = ["WEB_SCHEMES", "ipv4", "resolve"]
+__all__ = ["WEB_SCHEMES", "ipv4", "join", "resolve"]
 
 WEB_SCHEMES = ("http://", "https://")
 
@@ -57,10 +57,9 @@ def _query_in(href: str, encoding: str) -> str:
     return head[:start] + "".join(out) + ("" if end < 0 else href[end:])
 
 
-def resolve(href: str, base: str | None = None, encoding: str = "utf-8") -> str | None:
+def join(href: str, base: str | None = None, encoding: str = "utf-8") -> str | None:
     """`href` resolved against `base` (or alone, if None) as the URL Standard resolves
-    it, without its fragment: an http(s) URL, or None if the Standard fails it or gives
-    a URL of another scheme.
+    it, without its fragment, whatever its scheme; None if the Standard fails it.
 
     `encoding` is the page's: a query is percent-encoded in it (a link ``?q=é`` on a
     windows-1252 page asks for ``?q=%E9``); paths and hosts are always UTF-8.
@@ -74,12 +73,16 @@ def resolve(href: str, base: str | None = None, encoding: str = "utf-8") -> str 
         cleaned = _without_lone_surrogates(href)
         if cleaned == href:
             return None
-        return resolve(cleaned, base, encoding)
-    if not url.startswith(WEB_SCHEMES):
-        return None
+        return join(cleaned, base, encoding)
     # The serialisation percent-encodes "#" everywhere else: the first one is the fragment's.
     cut = url.find("#")
     return url if cut < 0 else url[:cut]
+
+
+def resolve(href: str, base: str | None = None, encoding: str = "utf-8") -> str | None:
+    """`join`, for an http(s) URL only: what a crawler may fetch for `href`, or None."""
+    url = join(href, base, encoding)
+    return url if url is not None and url.startswith(WEB_SCHEMES) else None
 
 
 # Host text an IPv4 address may be written as (decimal, octal, hex numbers; 1-4 parts).

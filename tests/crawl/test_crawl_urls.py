@@ -32,6 +32,7 @@ AS_LINKED = {  # href -> the request target the server must see, exactly
     "caf\u00e9/x y?q=\u00e9": "/caf%C3%A9/x%20y?q=%C3%A9",
     "/go": "/go",  # a redirect to ?/archives/2, and one to a forbidden URL
     "/go-sort": "/go-sort",
+    "/go-mail": "/go-mail",  # a redirect to no http(s) URL: recorded, nothing followed
 }
 # Other spellings of URLs above: each of these URLs is fetched once, as first linked.
 SPELLINGS = [
@@ -59,6 +60,7 @@ def _site(site: SiteServer) -> str:
     site.pages[f"{b}/go"] = Page(status=302, headers={"Location": "?/archives/2"})
     site.pages[f"{b}/go?/archives/2"] = Page(body=_html("archives 2", []))
     site.pages[f"{b}/go-sort"] = Page(status=301, headers={"Location": "list.html?sort=desc"})
+    site.pages[f"{b}/go-mail"] = Page(status=302, headers={"Location": "mailto:a@example.org"})
     return f"{b}/"
 
 
@@ -85,7 +87,7 @@ def test_the_url_fetched_is_the_url_linked(store_url: str, tmp_path: Path, shard
         assert states["/search?q=thresher&lang=en"] == "robots"
         assert states["/wiki.php?title=Main&action=edit"] == "robots"
         assert states["/list.html?sort=desc"] == "robots"  # a redirect's target too
-        assert states["/go"] == "redirect"
+        assert states["/go"] == states["/go-mail"] == "redirect"
         assert c.run["robots_excluded"] == 4
 
         # WARC-Target-URI and the CDXJ index name the URL as fetched.

@@ -597,6 +597,7 @@ class CrawlEngine:
             await self._archive(_exchange(resp), error)
         elif 300 <= status < 400 and status != 304:
             target = resp.location
+            link = None if target is None else resolve(target)  # an http(s) URL, or none
 
             def redirect(p: Processed) -> None:
                 self.batch.counts["redirects"] += 1
@@ -608,8 +609,8 @@ class CrawlEngine:
                     status=status,
                     warc=(p.filename, p.offset),
                 )
-                if target:
-                    self._discover([target], fetch.depth, now)
+                if link is not None:
+                    self._discover([link], fetch.depth, now)
 
             await self._archive(_exchange(resp, outlinks=(target,) if target else ()), redirect)
         elif status == 304:

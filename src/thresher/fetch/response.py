@@ -17,8 +17,9 @@ import contextlib
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from urllib.parse import urljoin
 
-from ..weburl import resolve
+from ..weburl import join
 
 __all__ = ["Response", "parse_retry_after"]
 
@@ -94,10 +95,10 @@ class Response:
 
     @property
     def location(self) -> str | None:
-        """The redirect target of a 3xx answer with a Location header, resolved against
-        the URL asked for as a browser resolves it (`thresher.weburl.resolve`: without
-        its fragment); None without one, or if a browser would not follow it to an
-        http(s) URL."""
+        """The redirect target of a 3xx answer with a Location header (else None),
+        resolved against the URL asked for as a browser resolves it, without its
+        fragment (`thresher.weburl.join`). A target the URL Standard fails is joined as
+        written (`urljoin`), for the error its fetch will give to name it."""
         if not 300 <= self.status < 400:
             return None
         target = self.header("Location")
@@ -108,7 +109,13 @@ class Response:
             return None
         with contextlib.suppress(UnicodeError):  # not UTF-8: keep the bytes as they came
             target = target.encode("latin-1").decode("utf-8")
-        return resolve(target, self.url)
+        resolved = join(target, self.url)
+        if resolved is not None:
+            return resolved
+        try:
+            return urljoin(self.url, target)
+        except ValueError:  # urljoin fails some too ("http://[::1/")
+            return target
 
     @property
     def retry_after(self) -> float | None:

@@ -68,9 +68,12 @@ def _why_not(url: str) -> str:
     if scheme.group(1).lower() not in DEFAULT_PORTS:
         return f"scheme {scheme.group(1)!r} is not http or https"
     try:
-        urlsplit(text).port  # noqa: B018 - raises ValueError for a port outside 0-65535
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port outside 0-65535
     except ValueError as exc:
-        return f"bad port ({exc})"
+        return str(exc)
+    if not parts.hostname:
+        return "no host"
     return "not a URL by the WHATWG URL Standard (its host, port or address is invalid)"
 
 
