@@ -145,7 +145,7 @@ HOSTS = st.sampled_from(
 )
 
 
-@settings(max_examples=500)
+@settings(deadline=None, max_examples=500)
 @given(
     scheme=st.sampled_from(["http", "https", "HTTP", "HtTpS"]),
     host=HOSTS,
@@ -160,7 +160,7 @@ def test_canonicalize_is_idempotent_on_url_like_text(scheme: str, host: str, res
     assert canonicalize(once) == once
 
 
-@settings(max_examples=500)
+@settings(deadline=None, max_examples=500)
 @given(st.text())
 def test_canonicalize_is_idempotent_or_refuses_on_any_text(text: str) -> None:
     for url in (text, "http://" + text, "https://example.com/" + text):
@@ -178,7 +178,7 @@ FAST_HOST_LABELS = st.sampled_from(
 FAST_PATH_CHARS = st.sampled_from([*"aZ09-._~!$&'()*+,;=:@/", "/.", "..", "/..", "%41", "?", "#"])
 
 
-@settings(max_examples=1000)
+@settings(deadline=None, max_examples=1000)
 @given(
     scheme=st.sampled_from(["http", "https"]),
     labels=st.lists(FAST_HOST_LABELS, min_size=1, max_size=4),
@@ -237,7 +237,7 @@ def _site(url: str) -> tuple[str, str, int] | str:
 SITE_LABELS = st.sampled_from(["a", "z9", "x-y", "-", "", "127", "Ab", "u@h", "[::1]", "é", "_"])
 
 
-@settings(max_examples=1500)
+@settings(deadline=None, max_examples=1500)
 @given(
     scheme=st.sampled_from(["http", "https", "HTTP", "ftp", ""]),
     labels=st.lists(SITE_LABELS, min_size=1, max_size=3),
