@@ -117,7 +117,8 @@ class SiteServer:
             await runner.cleanup()
 
     async def _handle(self, request: web.Request, via: str = "") -> web.StreamResponse:
-        url = f"http://{request.host}{request.path_qs}"
+        # The request target exactly as it came on the request line: what was asked for.
+        url = f"http://{request.host}{request.raw_path}"
         headers = {k.lower(): v for k, v in request.headers.items()}
         page = self.pages.get(url)
         self.in_flight += 1

@@ -68,7 +68,24 @@ def test_ip_literals_are_recognised() -> None:
     assert ip_literal("[::1]") == "::1"
     assert ip_literal("127.0.0.1") == "127.0.0.1"
     assert ip_literal("example.com") is None
-    assert ip_literal("127.1") is None  # a legacy form: left to the resolver, which expands it
+    assert ip_literal("cafe.beef") is None  # hex digits, but a name by the URL Standard
+
+
+@pytest.mark.parametrize(
+    "host", ["127.1", "0x7f.1", "2130706433", "0x7f000001", "0177.0.0.1", "127.0.0.0x1"]
+)
+def test_ipv4_addresses_in_every_url_standard_form_are_ip_literals(host: str) -> None:
+    """As a browser reads them, so the guard does not take them for names."""
+    assert ip_literal(host) == "127.0.0.1"
+
+
+def test_an_ipv4_address_in_another_form_is_refused_without_a_lookup() -> None:
+    lookups = Lookups({})
+    cache = DNSCache(lookup=lookups)
+    for host in ("0x7f.1", "2130706433", "0xa.0.0.1", "0251.0376.0251.0376"):
+        with pytest.raises(AddressRefused, match=r"is (loopback|private|link-local)"):
+            cache.cached(host)
+    assert lookups.asked == []
 
 
 def test_the_socket_factory_refuses_before_connecting() -> None:

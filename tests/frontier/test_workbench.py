@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thresher.frontier import Fetch, Politeness, Workbench
+from thresher.frontier import Fetch, Politeness, Workbench, canonicalize, url_hash
 
 T0 = 1_000.0
 
@@ -42,6 +42,28 @@ def test_fifo_per_host_and_delay_between_fetches() -> None:
     assert wb.next_fetch(T0 + 0.5) == T0 + 2.5  # delay counted from the end of the fetch
     assert wb.next_fetch(T0 + 2.4) == T0 + 2.5
     assert take(wb, T0 + 2.5).url == "http://example.com/b"
+
+
+def test_a_url_is_fetched_as_given_and_keeps_its_key() -> None:
+    """The URL to fetch and its key (the hash of its canonical form) travel together:
+    handed out, tried again after a failure, put back unmade."""
+    url = "http://example.com/list?sort=asc&page=2"
+    key = url_hash(canonicalize(url))
+    wb = Workbench(Politeness(delay=0.0, ip_delay=0.0))
+    wb.add(url, 0, T0, key)
+    wb.add("http://example.com/plain", 0, T0)  # a canonical URL is its own key
+    first = take(wb, T0)
+    assert (first.url, first.key) == (url, key) and key != url_hash(url)
+    wb.on_done(first, T0, 503)
+    later = T0 + 3600  # past the backoff
+    again = take(wb, later)
+    assert (again.url, again.key, again.attempt) == (url, key, 2)
+    wb.on_cancel(again)
+    again = take(wb, later)
+    assert (again.url, again.key) == (url, key)
+    wb.on_done(again, later, 200)
+    plain = take(wb, later)
+    assert plain.key == url_hash("http://example.com/plain")
 
 
 def test_one_connection_per_host_by_default() -> None:

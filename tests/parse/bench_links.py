@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import random
 import statistics
 import sys
 import timeit
@@ -22,6 +23,7 @@ from collections.abc import Callable
 import selectolax
 from selectolax.lexbor import LexborHTMLParser
 
+from thresher.frontier.canonical import key_of, url_hash
 from thresher.parse import decode_text, extract_links
 from thresher.parse import links as links_module
 
@@ -93,6 +95,35 @@ def make_page(size: int = 15_000, links: int = 20) -> bytes:
     return "".join(parts).encode()
 
 
+def make_crawl_page(i: int = 1234, port: int = 46559, hosts: int = 20) -> tuple[bytes, str]:
+    """A page like those of benchmarks/crawl (13 KB, 30 links: 40 % paths on
+    its own host, the rest absolute URLs of the site's loopback hosts, one in ten with a
+    fragment), and its URL."""
+    rng = random.Random(i)
+    anchors = []
+    for _ in range(30):
+        j = rng.randrange(20_000)
+        href = f"http://127.0.0.{j % hosts + 1}:{port}/p/{j}.html"
+        if rng.random() < 0.4:
+            href = f"/p/{j}.html"
+        if rng.random() < 0.1:
+            href += f"#s{rng.randint(1, 9)}"
+        anchors.append(f'<a href="{href}">{sentence(j, 2)}</a>')
+    text = " ".join(sentence(k, 12) for k in range(100))
+    body = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>Page</title>'
+        f"</head><body><p>{text[:8000]}</p><p>{' '.join(anchors)}</p><p>{text[:7000]} é</p>"
+        "</body></html>"
+    )
+    return body.encode(), f"http://127.0.0.{i % hosts + 1}:{port}/p/{i}.html"
+
+
+def links_and_keys(body: bytes, url: str) -> list[int]:
+    """What a crawl does with a page's links: extract them, then key each (`key_of`,
+    `url_hash`), with none in the engine's cache of recent links."""
+    return [url_hash(key_of(link)) for link in extract_links(body, url).links]
+
+
 def measure(name: str, func: Callable[[], object], number: int, repeat: int) -> None:
     times = [t / number * 1e6 for t in timeit.repeat(func, number=number, repeat=repeat)]
     print(
@@ -126,6 +157,25 @@ def main(argv: list[str]) -> None:
         "extract_links, 100 KB, 300 links (flattened)",
         lambda: extract_links(big, URL),
         max(1, number // 5),
+        repeat,
+    )
+    crawl_page, crawl_url = make_crawl_page()
+    measure(
+        "extract_links + key each link, 15 KB, 20 links",
+        lambda: links_and_keys(page, URL),
+        number,
+        repeat,
+    )
+    measure(
+        "extract_links, crawl benchmark page, 30 links",
+        lambda: extract_links(crawl_page, crawl_url),
+        number,
+        repeat,
+    )
+    measure(
+        "extract_links + key each link, the same page",
+        lambda: links_and_keys(crawl_page, crawl_url),
+        number,
         repeat,
     )
     measure("  decode_text, 15 KB", lambda: decode_text(page), number, repeat)

@@ -46,8 +46,8 @@ from ..frontier import (
     Scope,
     Sieve,
     Workbench,
-    canonicalize,
     host_of,
+    key_of,
     site_of,
     url_hash,
 )
@@ -55,6 +55,7 @@ from ..frontier.politeness import is_failure
 from ..store import Row
 from ..store.aio import AsyncStore
 from ..store.warc import Capture, WarcPosition
+from ..weburl import resolve
 from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState, Unowned
 from .pages import Exchange, Pages, Processed, WarcSetup, open_pages
 from .settings import CrawlSettings
@@ -185,10 +186,8 @@ class CrawlEngine:
         self._validators: dict[int, Pending] = {}
         self._waiting: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
         self._robots_inflight: set[str] = set()
-        self._refused: dict[str, str] = {}
-        self._recent: dict[
-            str, int
-        ] = {}  # link -> least depth it was offered at  # site -> why it may not be fetched at all
+        self._refused: dict[str, str] = {}  # site -> why it may not be fetched at all
+        self._recent: dict[str, int] = {}  # link -> least depth it was offered at
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._seq = 0
@@ -279,7 +278,9 @@ class CrawlEngine:
             if p.etag or p.last_modified:
                 self._validators[p.hash] = p
             self._admit(p.url, p.hash, p.depth, now)
-        self._discover(self.settings.seeds, depth=0, now=now)
+        # Seeds are fetched as a browser reads them, like every link.
+        seeds = [url for seed in self.settings.seeds if (url := resolve(seed)) is not None]
+        self._discover(seeds, depth=0, now=now)
         if loaded.pending:
             log.info(
                 "%s: run %s starts with %d known URLs to fetch",
@@ -385,14 +386,13 @@ class CrawlEngine:
             # The site's rules expired during the crawl (they last a day): its URLs wait
             # for robots.txt again, as new ones do, and are admitted under the new rules.
             self.workbench.on_withdraw(fetch)
-            h = url_hash(fetch.url)
-            self._waiting[_site_key(fetch.url)].append((fetch.url, h, fetch.depth))
+            self._waiting[_site_key(fetch.url)].append((fetch.url, fetch.key, fetch.depth))
             self._need_robots(fetch.url)
             return
         if not allowed:  # queued before robots.txt was fetched again, which forbids it
             self.workbench.on_withdraw(fetch)
             self.batch.counts["robots_excluded"] += 1
-            self.ledger.finish(self.batch, url_hash(fetch.url), "robots", now=now)
+            self.ledger.finish(self.batch, fetch.key, "robots", now=now)
             return
         self._started += 1
         self._spawn(self._fetch(fetch))
@@ -419,7 +419,9 @@ class CrawlEngine:
     # -- admission: scope, sieve, robots.txt ----------------------------------------------
 
     def _discover(self, links: list[str] | tuple[str, ...], depth: int, now: float) -> None:
-        """Send links found `depth` hops from a seed through scope and sieve."""
+        """Send links found `depth` hops from a seed through scope and sieve. Links are
+        URLs as `thresher.weburl.resolve` gives them: each is fetched as it is, and
+        keyed by the hash of its canonical form."""
         fresh: list[tuple[str, int]] = []
         # BUbiNG's URL cache: most links on a page were on the last pages too, and once a
         # link went through scope and sieve at some depth, the answer is the same for it
@@ -433,11 +435,11 @@ class CrawlEngine:
                 continue
             recent[link] = depth
             try:
-                canon = canonicalize(link)
+                canon = key_of(link)
             except InvalidURL:
                 continue
             if self.scope.allows_canonical(canon, depth):
-                fresh.append((canon, url_hash(canon)))
+                fresh.append((link, url_hash(canon)))
         shard = self.shard
         for url, h in self.sieve.offer_hashed(fresh):
             self._seq += 1
@@ -490,7 +492,7 @@ class CrawlEngine:
             host = host_of(url)
             if self.workbench.host(host) is None:
                 self.workbench.set_crawl_delay(host, self.robots.crawl_delay(url, now))
-            if not self.workbench.add(url, depth, now):
+            if not self.workbench.add(url, depth, now, h):
                 self.ledger.finish(self.batch, h, "capped", now=now)
 
     def _need_robots(self, url: str) -> None:
@@ -559,7 +561,7 @@ class CrawlEngine:
 
     async def _fetch_held(self, fetch: Fetch) -> None:
         assert self.fetcher is not None
-        h = url_hash(fetch.url)
+        h = fetch.key
         headers: dict[str, str] = {}
         known = self._validators.get(h)
         if known is not None:
@@ -597,6 +599,7 @@ class CrawlEngine:
             await self._archive(_exchange(resp), error)
         elif 300 <= status < 400 and status != 304:
             target = resp.location
+            link = None if target is None else resolve(target)  # an http(s) URL, or none
 
             def redirect(p: Processed) -> None:
                 self.batch.counts["redirects"] += 1
@@ -608,8 +611,8 @@ class CrawlEngine:
                     status=status,
                     warc=(p.filename, p.offset),
                 )
-                if target:
-                    self._discover([target], fetch.depth, now)
+                if link is not None:
+                    self._discover([link], fetch.depth, now)
 
             await self._archive(_exchange(resp, outlinks=(target,) if target else ()), redirect)
         elif status == 304:

@@ -65,9 +65,13 @@ _THREAD_DECODE = 256 * 1024
 # Content-Security-Policy headers; browsers accept far more.
 _MAX_FIELD = 65536
 
-# Characters that may appear in a request URL as they are (RFC 3986 unreserved and
-# reserved, and "%" of an escape). A URL made only of these is sent byte for byte.
-_NEEDS_ENCODING = re.compile(r"[^A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]")
+# What cannot go on the wire as it is: anything but printable ASCII; what the URL Standard
+# percent-encodes everywhere (space, '"', "<", ">"); and in the path, what it encodes
+# there ("{", "}", "^", "`"; "\\" is a "/"). A URL as the Standard writes it, as every
+# link of a crawl is, has none of these and is sent byte for byte: its query may hold a
+# "|", "^", "{" or "\\", which is what a browser sends too.
+_NEEDS_ENCODING = re.compile(r'[^\x21-\x7e]|["<>]')
+_NEEDS_ENCODING_IN_PATH = re.compile(r"[{}^`\\]")
 
 _HEADER_BREAK = re.compile(r"[\r\n\0]")
 
@@ -132,7 +136,11 @@ def request_url(url: str) -> URL:
     else, so a URL that is already valid is sent unchanged. Raises InvalidRequestURL.
     """
     try:
-        wire = url if _NEEDS_ENCODING.search(url) is None else safe_url_string(url.strip())
+        plain = (
+            _NEEDS_ENCODING.search(url) is None
+            and _NEEDS_ENCODING_IN_PATH.search(url.partition("?")[0]) is None
+        )
+        wire = url if plain else safe_url_string(url.strip())
         target = URL(wire, encoded=True)
         port = target.port
     except (ValueError, UnicodeError) as exc:

@@ -24,6 +24,8 @@ import socket
 from functools import lru_cache
 from typing import Any
 
+from thresher.weburl import ipv4
+
 __all__ = ["GuardRefusal", "guarded_socket", "ip_literal", "refusal"]
 
 _IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -34,13 +36,17 @@ _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 @lru_cache(maxsize=8192)
 def ip_literal(host: str) -> str | None:
     """`host` as an IP address string if it is one (brackets of IPv6 URLs removed), else
-    None. Cached: it runs on every request, and most hosts repeat."""
+    None. An IPv4 address may be written in any form the URL Standard reads as one
+    (``0x7f.1``, ``2130706433``, ``0177.0.0.1``: all ``127.0.0.1``), as a browser would
+    connect to it; a URL a crawl found has it as a dotted quad already, but a URL given
+    as it is (a `urls` list, an ingest request) may not, and the guard must not take it
+    for a name. Cached: it runs on every request, and most hosts repeat."""
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
     try:
         return str(ipaddress.ip_address(host))
     except ValueError:
-        return None
+        return ipv4(host)
 
 
 def _embedded_ipv4(ip: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:

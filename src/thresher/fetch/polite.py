@@ -137,6 +137,7 @@ class PoliteFetcher:
         turn has come; RobotsDisallowed, a FetchError, or TransientError to come back."""
         try:
             host_of(canonicalize(url))
+            site_of(url)  # as given, which is how it is fetched ("http:///x" has no host)
         except InvalidURL as exc:
             raise InvalidRequestURL(url, exc.reason) from None
         if self.obey_robots:

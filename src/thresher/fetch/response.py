@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from urllib.parse import urljoin
 
+from ..weburl import join
+
 __all__ = ["Response", "parse_retry_after"]
 
 
@@ -96,7 +98,10 @@ class Response:
 
     @property
     def location(self) -> str | None:
-        """The absolute redirect target of a 3xx answer with a Location header, else None."""
+        """The redirect target of a 3xx answer with a Location header (else None),
+        resolved against the URL asked for as a browser resolves it, without its
+        fragment (`thresher.weburl.join`). A target the URL Standard fails is joined as
+        written (`urljoin`), for the error its fetch will give to name it."""
         if not 300 <= self.status < 400:
             return None
         target = self.header("Location")
@@ -107,7 +112,13 @@ class Response:
             return None
         with contextlib.suppress(UnicodeError):  # not UTF-8: keep the bytes as they came
             target = target.encode("latin-1").decode("utf-8")
-        return urljoin(self.url, target)
+        resolved = join(target, self.url)
+        if resolved is not None:
+            return resolved
+        try:
+            return urljoin(self.url, target)
+        except ValueError:  # urljoin fails some too ("http://[::1/")
+            return target
 
     @property
     def retry_after(self) -> float | None:

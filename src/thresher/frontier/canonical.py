@@ -1,30 +1,39 @@
 """One spelling per URL, so that "never fetched twice" means what a person means by it.
 
-`canonicalize` is `w3lib.url.canonicalize_url` followed by a few rules of our own. The
-result is a fixed point: canonicalising a canonical URL returns it unchanged (a property
-test checks this), which is what lets the sieve compare hashes of canonical forms.
+A crawl carries two things per URL: the URL to fetch, as the page linked it and a
+browser resolves it (`thresher.weburl.resolve`), and its key, the canonical form here,
+whose 64-bit hash the sieve keeps. Two spellings of one URL have one key, so they are
+fetched once (as the first one met); the key never goes on the wire.
 
-From w3lib:
+`canonicalize(url)` reads any URL as a browser would (the WHATWG URL Standard, by
+ada-url), then applies `key_of`; `key_of` takes a URL as `resolve` gives it (the crawl's
+links come resolved) and skips that parse. What the Standard does already: the scheme and
+host lowercased, the host through UTS #46 non-transitional IDNA (``faß.example`` →
+``xn--fa-hia.example``), IPv4 addresses in any form as dotted quads (``0x7f.1``,
+``2130706433`` → ``127.0.0.1``), IPv6 in its shortest form, the default port dropped
+(``:80`` for http, ``:443`` for https), empty user info dropped (``http://@host/`` is
+``http://host/``, ``http://a:@host/`` is ``http://a@host/``), dot segments resolved
+(``%2e`` as a dot), the fragment gone, and what cannot stand in a URL percent-encoded.
+
+On top, `w3lib.url.canonicalize_url`:
 
 - percent-encoding is normalised: unreserved characters are decoded (``%7E`` → ``~``),
-  everything else is encoded in UTF-8 with uppercase hex (``ä`` → ``%C3%A4``, space → ``%20``);
-- dot segments are removed (``/a/./b/../c`` → ``/a/c``); an empty path becomes ``/``;
-- query arguments are sorted by name then value (w3lib's order; blank values kept);
-- the host is IDNA-encoded (``bücher.de`` → ``xn--bcher-kva.de``) and lowercased;
-- the fragment is dropped (it never reaches the server).
+  everything else is encoded in UTF-8 with uppercase hex (``|`` stays, ``'`` in a query
+  becomes ``%27``);
+- query arguments are sorted by name then value, and a name without ``=`` gets one
+  (``?b&a=1`` → ``?a=1&b=``; ``?/archives/1`` → ``?%2Farchives%2F1=``; ``?x=1;y=2`` →
+  ``?x=1%3By%3D2``: only ``&`` separates arguments);
 
-Ours, on top:
+and ours: one trailing dot of the host is dropped (``example.com.`` → ``example.com``:
+DNS resolves both to the same name, and servers serve the same site for both); a host
+ending in two (``a..``) or made of dots is kept as it is, as the Standard may fail it
+without them (``foo.09..`` is a name, ``foo.09`` an invalid IPv4 address). User info
+(``user:pw@``) is kept.
 
-- only ``http`` and ``https`` are accepted; anything else raises `InvalidURL`, as does a
-  URL without a host, with a port that is not a number in 0-65535, or with a host that
-  no DNS name or address can be: one left with characters outside ASCII after IDNA
-  (w3lib keeps a host it cannot encode as it was), whitespace, control characters or
-  the URL standard's forbidden host code points (``<``, ``>``, ``^``, ``|``, ``%`` …);
-- the scheme is lowercased (``HTTP:`` → ``http:``);
-- the default port is dropped (``:80`` for http, ``:443`` for https);
-- one trailing dot of the host is dropped (``example.com.`` → ``example.com``): DNS
-  resolves both to the same name, and servers serve the same site for both;
-- surrounding whitespace is stripped; user info (``user:pw@``) is kept as w3lib keeps it.
+The result is a fixed point: canonicalising a canonical URL returns it unchanged (a
+property test checks this), which is what lets the sieve compare hashes of canonical
+forms. Only what the Standard fails, or a URL of another scheme than http(s), raises
+`InvalidURL`; every link `thresher.parse.extract_links` gives has a key.
 
 `url_hash` is the 64-bit BLAKE2b digest of the canonical URL as an unsigned integer.
 64 bits is what BUbiNG keeps per URL: the chance that two of a billion URLs collide (and
@@ -36,30 +45,45 @@ from __future__ import annotations
 
 import hashlib
 import re
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from w3lib.url import canonicalize_url
 
 from thresher.frontier.errors import InvalidURL
+from thresher.weburl import resolve
 
-__all__ = ["DEFAULT_PORTS", "canonicalize", "host_of", "plain_site", "url_hash"]
+__all__ = ["DEFAULT_PORTS", "canonicalize", "host_of", "key_of", "plain_site", "url_hash"]
 
 DEFAULT_PORTS: dict[str, int] = {"http": 80, "https": 443}
 
-# WHATWG URL's forbidden host code points (those urlsplit would not have split on).
-_FORBIDDEN_IN_HOST = frozenset("#/<>?@\\^|%[]")
+_SCHEME_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*):")
 
 
-def _split_host(url: str, netloc: str) -> tuple[str, str, int | None]:
-    """(user info with its '@', lowercase host without brackets, port or None)."""
-    userinfo, at, hostport = netloc.rpartition("@")
-    parts = urlsplit("//" + hostport)
+def _why_not(url: str) -> str:
+    """Why the URL Standard gives no http(s) URL for `url`, as far as a glance can tell."""
+    text = url.strip()
+    scheme = _SCHEME_RE.match(text)
+    if scheme is None:
+        return "not an absolute URL"
+    if scheme.group(1).lower() not in DEFAULT_PORTS:
+        return f"scheme {scheme.group(1)!r} is not http or https"
     try:
-        port = parts.port
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - raises ValueError for a port outside 0-65535
     except ValueError as exc:
-        raise InvalidURL(url, f"bad port ({exc})") from None
-    host = (parts.hostname or "").rstrip(".")
-    return userinfo + at, host, port
+        return str(exc)
+    if not parts.hostname:
+        return "no host"
+    return "not a URL by the WHATWG URL Standard (its host, port or address is invalid)"
+
+
+def canonicalize(url: str) -> str:
+    """The canonical form of an http(s) URL, read as a browser reads it (rules in the
+    module docstring); InvalidURL if a browser would not read it as one."""
+    resolved = resolve(url)
+    if resolved is None:
+        raise InvalidURL(url, _why_not(url))
+    return key_of(resolved)
 
 
 # A URL in canonical form already, as `thresher.parse.extract_links` hands over most links:
@@ -73,8 +97,9 @@ _CANONICAL_RE = re.compile(
 )
 
 
-def canonicalize(url: str) -> str:
-    """The canonical form of an http(s) URL (rules in the module docstring)."""
+def key_of(url: str) -> str:
+    """The canonical form of `url`, an http(s) URL as `thresher.weburl.resolve` gives it
+    (for any other text, `canonicalize`)."""
     m = _CANONICAL_RE.fullmatch(url)
     if m is not None and "/." not in url:
         port = m.group(2)
@@ -84,32 +109,22 @@ def canonicalize(url: str) -> str:
 
 
 def _canonicalize(url: str) -> str:
-    text = url.strip()
+    """`key_of` by the full rules."""
     try:
-        first = urlsplit(text)
-    except ValueError as exc:
+        canon = canonicalize_url(url)
+    except (ValueError, UnicodeError) as exc:  # not for a URL resolve gave; to be sure
         raise InvalidURL(url, str(exc)) from None
-    scheme = first.scheme.lower()
-    if scheme not in DEFAULT_PORTS:
-        raise InvalidURL(url, f"scheme {first.scheme or '(none)'!r} is not http or https")
-    try:
-        canon = canonicalize_url(text)
-        parts = urlsplit(canon)
-    except (ValueError, UnicodeError) as exc:
-        raise InvalidURL(url, str(exc)) from None
-    userinfo, host, port = _split_host(url, parts.netloc)
-    if not host:
-        raise InvalidURL(url, "no host")
-    if not host.isascii() or any(
-        c in _FORBIDDEN_IN_HOST or c.isspace() or not c.isprintable() for c in host.replace(":", "")
-    ):
-        raise InvalidURL(url, f"no such host can exist: {host!r}")
-    if ":" in host:  # an IPv6 literal keeps its brackets
-        host = f"[{host}]"
-    netloc = userinfo + host
-    if port is not None and port != DEFAULT_PORTS[scheme]:
-        netloc += f":{port}"
-    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
+    scheme, _, rest = canon.partition("://")
+    cut = rest.find("/")
+    if cut < 0:
+        cut = len(rest)
+    userinfo, at, hostport = rest[:cut].rpartition("@")
+    if hostport.startswith("["):  # an IPv6 address: no name, no dots to drop
+        return canon
+    host, colon, port = hostport.partition(":")
+    if not host.endswith(".") or host.endswith("..") or host == ".":
+        return canon
+    return f"{scheme}://{userinfo}{at}{host[:-1]}{colon}{port}{rest[cut:]}"
 
 
 # Scheme, host and port of a URL whose host urlsplit would return as it is: lowercase

@@ -12,7 +12,9 @@ The heap holds lower bounds. A host's real ready time can move later after it wa
 the host's current state and pushed back if it is early. Each host has at most one live
 entry; stale ones are recognised by a per-host sequence number and skipped.
 
-URLs are taken as given: canonicalise, check scope and pass them through the sieve first.
+URLs are taken as given, to be fetched as they are: check scope and pass their keys (the
+hash of the canonical form) through the sieve first. Each URL carries its key, handed back
+in its `Fetch`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import heapq
 import math
 from dataclasses import dataclass
 
-from thresher.frontier.canonical import host_of
+from thresher.frontier.canonical import host_of, url_hash
 from thresher.frontier.politeness import HostState, IpState, Politeness, is_failure
 
 __all__ = ["Fetch", "Workbench", "WorkbenchStats"]
@@ -35,6 +37,7 @@ class Fetch:
     host: str
     depth: int
     attempt: int = 1
+    key: int = 0  # the URL's key (`url_hash` of its canonical form), as given to `add`
     # When the host could next be fetched before this fetch was handed out, and its
     # `moves` after: that time comes back if the fetch is handed back unmade (on_cancel,
     # on_held) and nothing else moved the host's clock meanwhile.
@@ -73,8 +76,10 @@ class Workbench:
 
     # -- events ---------------------------------------------------------------------------
 
-    def add(self, url: str, depth: int, now: float) -> bool:
-        """Queue `url`; False if its host already had `max_per_host` URLs.
+    def add(self, url: str, depth: int, now: float, key: int | None = None) -> bool:
+        """Queue `url` (to be fetched as given) with its `key`, the hash of its canonical
+        form (by default the hash of `url` itself: a canonical URL is its own key);
+        False if its host already had `max_per_host` URLs.
 
         `now` is not used yet: a URL is ready as soon as it is added. It is taken so that
         callers need not change when URLs get a not-before time (a scheduled revisit).
@@ -88,7 +93,11 @@ class Workbench:
             self.capped += 1
             return False
         state.accepted += 1
-        state.queue.append((url, depth, 1))
+        # Most URLs are their own key (a canonical URL as linked): None is kept for them
+        # instead of a second 64-bit int (36 bytes, a third more per queued URL).
+        if key is not None and key == url_hash(url):
+            key = None
+        state.queue.append((url, key, depth, 1))
         self._queued += 1
         self._schedule(state)
         return True
@@ -149,7 +158,7 @@ class Workbench:
         requeued = False
         if is_failure(status):
             if fetch.attempt < self.policy.max_attempts and not final:
-                state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt + 1))
+                state.queue.appendleft((fetch.url, fetch.key, fetch.depth, fetch.attempt + 1))
                 self._queued += 1
                 requeued = True
             else:
@@ -167,7 +176,7 @@ class Workbench:
         self._in_flight -= 1
         if state.moves == fetch.host_moves:
             state.next_allowed = fetch.host_was_ready_at
-        state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt))
+        state.queue.appendleft((fetch.url, fetch.key, fetch.depth, fetch.attempt))
         self._queued += 1
         self._schedule(state)
 
@@ -249,7 +258,8 @@ class Workbench:
         return None if state.ip is None else self._ips[state.ip]
 
     def _start(self, state: HostState, now: float) -> Fetch:
-        url, depth, attempt = state.queue.popleft()
+        url, own_key, depth, attempt = state.queue.popleft()
+        key = url_hash(url) if own_key is None else own_key
         self._queued -= 1
         self._in_flight += 1
         was_ready_at = state.next_allowed
@@ -258,7 +268,7 @@ class Workbench:
         if ip is not None:
             ip.next_allowed = max(ip.next_allowed, now + self.policy.ip_delay)
         self._schedule(state)
-        return Fetch(url, state.host, depth, attempt, was_ready_at, state.moves)
+        return Fetch(url, state.host, depth, attempt, key, was_ready_at, state.moves)
 
     def _push_entry(self, host: str, when: float) -> tuple[float, int, str]:
         self._seq += 1

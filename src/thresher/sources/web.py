@@ -15,7 +15,6 @@ import logging
 import math
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..crawl import CrawlSettings, CrawlSummary
 from ..crawl.ledger import Shard
@@ -24,6 +23,7 @@ from ..errors import Deferred, PermanentError, SourceError
 from ..frontier import InvalidScope
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Row, Tx
+from ..weburl import resolve
 from .directory import get_source
 from .types import Option, SourceType, register_type
 
@@ -38,8 +38,8 @@ SPREAD_SECONDS = 10.0
 
 
 def _check_seed(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    # As a browser reads it (thresher.weburl), as the crawl will.
+    if resolve(url) is None:
         raise SourceError(f"a crawl seed must be an http(s) URL with a host, not {url!r}")
     return url
 

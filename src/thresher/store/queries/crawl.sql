@@ -1,5 +1,6 @@
 -- Web crawls: the sieve on disk, per-run progress and robots.txt answers.
--- Hashes are the canonical URL's 64-bit hash as a signed BIGINT.
+-- A URL is kept as it is fetched (as linked, resolved by the URL Standard: thresher.weburl);
+-- its hash is its key, the 64-bit hash of its canonical form, as a signed BIGINT.
 
 -- name: crawl_hashes
 SELECT hash FROM crawl_urls WHERE source = :source
