@@ -159,6 +159,7 @@ class CrawlEngine:
             allow_private=settings.allow_private,
             total_timeout=settings.timeout,
             max_body=settings.max_body,
+            max_decoded=settings.max_body,  # one cap, on the wire and decoded
             limit=self.concurrency * 2,
         )
         self.scope: Scope = settings.make_scope()

@@ -37,7 +37,15 @@ from yarl import URL
 
 from thresher.clock import Clock
 from thresher.fetch.deadlines import Deadlines, Exchange
-from thresher.fetch.decoding import ACCEPT_ENCODING, DecodedTooLarge, decode_content
+from thresher.fetch.decoding import (
+    ACCEPT_ENCODING,
+    DecodedTooLarge,
+    DecodeTimeout,
+    Decoding,
+    Undecodable,
+    decode_off_loop,
+    parse_codings,
+)
 from thresher.fetch.dns import DNSCache, GuardedResolver, Lookup
 from thresher.fetch.errors import (
     AddressRefused,
@@ -55,10 +63,6 @@ from thresher.fetch.response import Response
 __all__ = ["FetchSettings", "Fetcher", "request_url"]
 
 DEFAULT_USER_AGENT = "Thresher/0.1 (+https://github.com/thresher-crawler/thresher)"
-
-# Bodies above this are decoded in a worker thread (zlib and brotli release the GIL), so
-# inflating a large file does not stall every other fetch and the job heartbeats.
-_THREAD_DECODE = 256 * 1024
 
 # aiohttp's default (8190 bytes per header line) refuses real sites with long cookies or
 # Content-Security-Policy headers; browsers accept far more.
@@ -234,7 +238,8 @@ class Fetcher:
     ) -> Response:
         """GET `url` once, with the User-Agent and `headers` (which win over the
         defaults). Redirects are returned, not followed. Raises only FetchErrors.
-        `max_body` lowers the settings' limit for this request."""
+        `max_body` lowers the settings' limits for this request, on the wire and once
+        decoded."""
         session, deadlines = self._session, self._deadlines
         if session is None or deadlines is None:
             raise RuntimeError("Fetcher.get() called outside 'async with Fetcher()'")
@@ -277,7 +282,9 @@ class Fetcher:
             exchange.task.uncancel()
         resp.release()
         encoding = resp.headers.getall("Content-Encoding", None)
-        content, decode_error = await self._decode(body, encoding, url)
+        # Decoding counts towards the total timeout too (loop time is time.monotonic()).
+        deadline = exchange.started + self.settings.total_timeout
+        content, decode_error = await self._decode(body, encoding, url, max_body, deadline)
         reason = resp.reason or ""
         if not reason.isascii():
             # aiohttp decodes the reason as UTF-8 (surrogates for bad bytes); back to the
@@ -319,20 +326,37 @@ class Fetcher:
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     async def _decode(
-        self, body: bytes, encoding: list[str] | None, url: str
+        self,
+        body: bytes,
+        encoding: list[str] | None,
+        url: str,
+        max_body: int | None,
+        deadline: float,
     ) -> tuple[bytes, str | None]:
         if not encoding or not body:
             # An empty body has nothing to decode, though 304s and HEADs often name the
             # encoding the full body would have had.
             return body, None
-        joined = ",".join(encoding)
-        limit = self.settings.max_decoded
+        limit, name = self.settings.max_decoded, "max_decoded"
+        if max_body is not None and max_body < limit:
+            limit, name = max_body, "max_body"
         try:
-            if len(body) > _THREAD_DECODE:
-                return await asyncio.to_thread(decode_content, body, joined, limit)
-            return decode_content(body, joined, limit)
+            decoding = Decoding(body, parse_codings(",".join(encoding)), limit, name)
+        except LookupError as exc:
+            return body, f"unsupported content-encoding {exc.args[0]!r}"
+        try:
+            await decode_off_loop(decoding, deadline)
         except DecodedTooLarge as exc:
             raise TooLarge(url, str(exc)) from None
+        except DecodeTimeout:
+            raise FetchTimeout(
+                url,
+                f"decoding the body ({decoding.size} bytes so far) went past"
+                f" total_timeout={self.settings.total_timeout:g} s",
+            ) from None
+        except Undecodable as exc:
+            return b"", str(exc)
+        return decoding.content(), None
 
 
 def _check_headers(url: str, headers: Mapping[str, str]) -> None:
