@@ -26,7 +26,6 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from ..crawl import CrawlSummary
 from ..crawl.ledger import COUNTERS
 from ..crawl.process import prewarm
-from ..crawl.settings import MAX_SHARDS
 from ..errors import SourceError, UnknownSource
 from ..frontier import canonicalize, host_of
 from ..frontier.errors import InvalidURL
@@ -36,6 +35,7 @@ from ..sources.directory import update_source
 from ..sources.web import warc_dir
 from ..store import Row
 from ..store.aio import AsyncStore
+from . import limits
 from .app import App, setup_logging
 from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
 
@@ -127,15 +127,21 @@ def _crawl_progress(source: str) -> Any:
     help="host (the seeds' hosts), domain (and subdomains), prefix (under the seeds' "
     "folders) or a regex the canonical URL must match.",
 )
-@click.option("--max-pages", type=click.IntRange(min=1), help="Fetch at most N URLs this run.")
-@click.option("--max-depth", type=click.IntRange(min=0), help="Follow at most D links from a seed.")
-@click.option("--max-per-host", type=click.IntRange(min=1), help="Queue at most N URLs per host.")
+@click.option("--max-pages", type=limits.count(), help="Fetch at most N URLs this run.")
 @click.option(
-    "--delay", type=click.FloatRange(min=0), help="Seconds between fetches from a host [1]."
+    "--max-depth",
+    type=limits.count(limits.MAX_DEPTH, 0),
+    help="Follow at most D links from a seed.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1), help="Fetches in flight [16].")
+@click.option("--max-per-host", type=limits.count(), help="Queue at most N URLs per host.")
 @click.option(
-    "--host-connections", type=click.IntRange(min=1), help="Fetches in flight per host [1]."
+    "--delay",
+    type=limits.seconds(limits.MAX_DELAY),
+    help="Seconds between fetches from a host [1].",
+)
+@click.option("--concurrency", type=limits.concurrency(), help="Fetches in flight [16].")
+@click.option(
+    "--host-connections", type=limits.concurrency(), help="Fetches in flight per host [1]."
 )
 @click.option("--user-agent", help="User-Agent to send [the configured one].")
 @click.option(
@@ -151,7 +157,7 @@ def _crawl_progress(source: str) -> Any:
 )
 @click.option(
     "--shards",
-    type=click.IntRange(min=1, max=MAX_SHARDS),
+    type=limits.shards(),
     help="Split the hosts over N jobs that run at once, in this process or in "
     "`thresher worker` processes sharing a PostgreSQL store [1].",
 )

@@ -12,6 +12,7 @@ import click
 from .. import __version__
 from ..config import describe
 from ..errors import ThresherError
+from ..redact import redact_text
 from ..runtime import tune_process
 from .app import App
 from .crawl import crawl_command
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="thresher", standalone_mode=False)
     except ThresherError as exc:
-        click.echo(f"thresher: error: {exc}", err=True)
+        click.echo(f"thresher: error: {redact_text(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("thresher: aborted", err=True)
