@@ -81,7 +81,8 @@ class Hostile:
         self.ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
         self.routes: dict[str, Handler] = {}
         self.hits: Counter[str] = Counter()
-        self._raw: list[tuple[RawAnswer, asyncio.Server | None]] = []
+        self._raw: list[asyncio.Server] = []
+        self._raw_tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -93,8 +94,8 @@ class Hostile:
         """Serve `answer` on a TCP port of its own (127.0.0.1); its base URL."""
 
         async def start() -> str:
-            server = await asyncio.start_server(_raw_handler(answer), "127.0.0.1", 0)
-            self._raw.append((answer, server))
+            server = await asyncio.start_server(self._raw_handler(answer), "127.0.0.1", 0)
+            self._raw.append(server)
             return f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
         return asyncio.run_coroutine_threadsafe(start(), self._loop).result(10)
@@ -119,11 +120,31 @@ class Hostile:
             await web.TCPSite(self._runner, ip, self.port).start()
 
     async def _stop(self) -> None:
-        for _, server in self._raw:
-            if server is not None:
-                server.close()
+        for server in self._raw:
+            server.close()
+        for task in self._raw_tasks:
+            task.cancel()
+        await asyncio.gather(*self._raw_tasks, return_exceptions=True)
+        for server in self._raw:
+            await server.wait_closed()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def _raw_handler(self, answer: RawAnswer) -> Callable[..., Awaitable[None]]:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            self._raw_tasks.add(task)
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+                await answer(reader, writer)
+            except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
+                pass
+            finally:
+                writer.close()
+                self._raw_tasks.discard(task)
+
+        return handle
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         self.hits[request.path] += 1
@@ -133,19 +154,6 @@ class Hostile:
                 return web.Response(status=404)
             return web.Response(status=404, text="not here")
         return await handler(request)
-
-
-def _raw_handler(answer: RawAnswer) -> Callable[..., Awaitable[None]]:
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            await reader.readuntil(b"\r\n\r\n")
-            await answer(reader, writer)
-        except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            pass
-        finally:
-            writer.close()
-
-    return handle
 
 
 @dataclass

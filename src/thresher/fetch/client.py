@@ -36,7 +36,7 @@ from w3lib.url import safe_url_string
 from yarl import URL
 
 from thresher.clock import Clock
-from thresher.fetch.deadlines import Deadlines, Exchange
+from thresher.fetch.deadlines import TOTAL_EXPIRED, Deadlines, Exchange
 from thresher.fetch.decoding import (
     ACCEPT_ENCODING,
     DecodedTooLarge,
@@ -258,6 +258,7 @@ class Fetcher:
         exchange = deadlines.start()
         try:
             resp = await session.get(target, headers=headers, allow_redirects=False)
+            exchange.head = True
             exchange.hear()
             body = await self._read_body(resp, url, max_body, exchange)
         except BaseException as exc:
@@ -271,7 +272,7 @@ class Fetcher:
                 and exchange.task.uncancel() == 0
                 and isinstance(exc, Exception | asyncio.CancelledError)
             ):
-                raise FetchTimeout(url, exchange.expired) from None
+                raise FetchTimeout(url, self._expired(exchange.expired)) from None
             if isinstance(exc, FetchError):
                 raise exc.for_url(url) from None
             if isinstance(exc, Exception):
@@ -304,6 +305,11 @@ class Fetcher:
             started=started,
             elapsed=time.perf_counter() - t0,
         )
+
+    def _expired(self, why: str) -> str:
+        s = self.settings
+        limit = s.total_timeout if why == TOTAL_EXPIRED else s.read_timeout
+        return f"{why} ({limit:g} s)"
 
     async def _read_body(
         self, resp: aiohttp.ClientResponse, url: str, max_body: int | None, exchange: Exchange

@@ -20,9 +20,12 @@ from __future__ import annotations
 import asyncio
 import math
 
-__all__ = ["Deadlines", "Exchange"]
+__all__ = ["HEAD_EXPIRED", "READ_EXPIRED", "TOTAL_EXPIRED", "Deadlines", "Exchange"]
 
 READ_EXPIRED = "no data from the server within read_timeout"
+# aiohttp does not say when bytes of the head arrive, only when it is whole: a server
+# sending it a byte a second is not silent, just never done within read_timeout.
+HEAD_EXPIRED = "the response head was not complete within read_timeout of sending the request"
 TOTAL_EXPIRED = "the exchange exceeded total_timeout"
 
 
@@ -31,7 +34,7 @@ class Exchange:
     infinity: the request is not sent yet, so no silence counts, as while it waits for a
     pooled connection), and once a deadline passed, why it was cancelled."""
 
-    __slots__ = ("_owner", "expired", "heard", "started", "task")
+    __slots__ = ("_owner", "expired", "head", "heard", "started", "task")
 
     def __init__(self, owner: Deadlines, task: asyncio.Task[object]) -> None:
         self._owner = owner
@@ -39,6 +42,12 @@ class Exchange:
         self.started = owner.time()
         self.heard = math.inf
         self.expired: str | None = None
+        self.head = True  # False from the request's sending until its answer's head is in
+
+    def sent(self) -> None:
+        """The request is sent: its answer's head is awaited, silence counts from now."""
+        self.head = False
+        self.hear()
 
     def hear(self) -> None:
         """The request is sent, or the server sent something: silence counts from now."""
@@ -85,10 +94,10 @@ class Deadlines:
             self._timer = self._loop.call_at(when, self._check)
 
     def heard(self, task: asyncio.Task[object] | None) -> None:
-        """`Exchange.hear` for `task`'s exchange, if it has one in flight."""
+        """`Exchange.sent` for `task`'s exchange, if it has one in flight."""
         exchange = self._live.get(task) if task is not None else None
         if exchange is not None:
-            exchange.hear()
+            exchange.sent()
 
     def finish(self, exchange: Exchange) -> None:
         """Stop watching `exchange` (whether it succeeded, failed or expired)."""
@@ -110,7 +119,10 @@ class Deadlines:
             silent_until = exchange.heard + self.read_timeout
             over_at = exchange.started + self.total_timeout
             if over_at <= now or silent_until <= now:
-                exchange.expired = TOTAL_EXPIRED if over_at <= now else READ_EXPIRED
+                if over_at <= now:
+                    exchange.expired = TOTAL_EXPIRED
+                else:
+                    exchange.expired = READ_EXPIRED if exchange.head else HEAD_EXPIRED
                 del self._live[exchange.task]
                 exchange.task.cancel()
             else:
