@@ -12,6 +12,7 @@ server library does on request: headers at one byte a second).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -181,6 +182,22 @@ class Probe:
         return f"exit {self.returncode}: {last[:300]}"
 
 
+# Runs the command as its child and writes its exit status and peak RSS (KiB) to the
+# file named first. A child's ru_maxrss counts the memory of the process it was forked
+# from (Linux keeps the larger of the old and the new at exec), so the command is not
+# started from the test's process, which holds the hostile bodies, but from this small
+# one. SIGTERM is passed on to the command.
+_WRAPPER = """
+import os, resource, signal, subprocess, sys
+proc = subprocess.Popen(sys.argv[2:])
+signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+code = proc.wait()
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+with open(sys.argv[1], "w") as out:
+    out.write(f"{code} {peak}")
+"""
+
+
 def run_thresher(
     home: Path,
     *args: str,
@@ -190,23 +207,29 @@ def run_thresher(
     term_when: Callable[[str], bool] | None = None,
     src: str | None = None,
 ) -> Probe:
-    """Run `thresher ARGS…` with THRESHER_HOME=`home` in a child process; its peak RSS
-    comes from wait4's resource usage (of that child alone). SIGTERM is sent
-    `term_after` seconds after `term_when(standard error so far)` is true (or after the
-    start). `src`: a folder put first on PYTHONPATH (another version's code)."""
+    """Run `thresher ARGS…` with THRESHER_HOME=`home` in a child process, and measure
+    its peak RSS (see `_WRAPPER`). SIGTERM is sent `term_after` seconds after
+    `term_when(standard error so far)` is true (or after the start). `src`: a folder put
+    first on PYTHONPATH (another version's code)."""
     environ = {**os.environ, "THRESHER_HOME": str(home)}
     environ.pop("THRESHER_DB", None)
     environ.update(env or {})
     if src is not None:
         environ["PYTHONPATH"] = src + os.pathsep + environ.get("PYTHONPATH", "")
-    with tempfile.TemporaryFile() as out, tempfile.NamedTemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.NamedTemporaryFile() as err,
+        tempfile.NamedTemporaryFile() as result,
+    ):
         started = time.monotonic()
+        command = [sys.executable, "-m", "thresher", *args]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "thresher", *args],
+            [sys.executable, "-c", _WRAPPER, result.name, *command],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             env=environ,
+            start_new_session=True,  # killed as a group at the timeout
         )
         killed = threading.Event()
         ended = threading.Event()
@@ -223,7 +246,8 @@ def run_thresher(
 
         def kill() -> None:
             killed.set()
-            proc.kill()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
 
         timer = threading.Timer(timeout, kill)
         timer.start()
@@ -232,23 +256,23 @@ def run_thresher(
             watcher = threading.Thread(target=watch, daemon=True)
             watcher.start()
         try:
-            _, status, usage = os.wait4(proc.pid, 0)
+            proc.wait()
         finally:
             ended.set()
             timer.cancel()
             if watcher is not None:
                 watcher.join()
         finished = time.monotonic()
-        proc.returncode = os.waitstatus_to_exitcode(status)  # Popen must not wait again
+        code, peak = (Path(result.name).read_text() or "-9 0").split()
         out.seek(0)
         err.seek(0)
         return Probe(
             args=args,
-            returncode=proc.returncode,
+            returncode=int(code),
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
             seconds=finished - started,
-            rss_mib=usage.ru_maxrss / 1024,
+            rss_mib=int(peak) / 1024,
             killed=killed.is_set(),
             term_seconds=finished - termed[0] if termed else None,
         )

@@ -115,7 +115,13 @@ def mail_gzip_members(h: Hostile, tmp: Path, src: str | None) -> Result:
     """A .mbox.gz month file of 0.8 MB of empty members, then one message."""
     message = b"From a@b.c Mon Jan  1 00:00:00 2024\nSubject: hi\nMessage-ID: <1@b.c>\n\nhi\n"
     h.routes["/list.mbox.gz"] = _body(gzip_members(800_000, message), None, "application/gzip")
-    return Result(_mail(h, tmp, src, "/list.mbox.gz", 64 * MiB))
+    probe = _mail(h, tmp, src, "/list.mbox.gz", 64 * MiB)
+    status = run_thresher(tmp / "home", "status", "--json", src=src)
+    stored = None
+    if status.returncode == 0:
+        for source in json.loads(status.stdout)["sources"]:
+            stored = source.get("archive", {}).get("messages")
+    return Result(probe, {"messages": stored})
 
 
 def _ingest(
@@ -205,15 +211,23 @@ def crawl_redirect_chain(h: Hostile, tmp: Path, src: str | None) -> Result:
 
 
 def crawl_error_reasons(h: Hostile, tmp: Path, src: str | None) -> Result:
-    """A page linking to a 404, a 500 and a refused address: the summary says why."""
+    """A page linking to a 404, a 500 and a chain of redirects: the summary says why
+    each failed, in JSON and in the line printed without --json."""
 
     async def fail(request: web.Request) -> web.StreamResponse:
         return web.Response(status=500)
 
-    h.routes["/fail"] = fail
-    h.routes["/"] = _body(b'<a href="/missing">m</a> <a href="/fail">f</a>')
+    async def hop(request: web.Request) -> web.StreamResponse:
+        n = int(request.query.get("n", "0"))
+        return web.Response(status=302, headers={"Location": f"/hop?n={n + 1}"})
+
+    h.routes.update({"/fail": fail, "/hop": hop})
+    h.routes["/"] = _body(b'<a href="/missing">m</a> <a href="/fail">f</a> <a href="/hop">h</a>')
     probe = _crawl(h, tmp, src, h.url("/"))
-    return Result(probe)
+    text = run_thresher(
+        tmp / "home2", "crawl", h.url("/"), "--allow-private", "--delay", "0", src=src
+    )
+    return Result(probe, {"text": text.stdout})
 
 
 def search_huge_limit(h: Hostile, tmp: Path, src: str | None) -> Result:
@@ -248,7 +262,27 @@ SCENARIOS: dict[str, Callable[[Hostile, Path, str | None], Result]] = {
     "ingest load: 1 MB gzip of 1 GiB of newlines": ingest_load_blank_lines,
     "crawl: 10 MB gzip bombs on 16 hosts, max_body 16 MiB": crawl_bombs_on_16_hosts,
     "crawl: 400 redirects, --max-depth 0": crawl_redirect_chain,
-    "crawl: errors (404, 500)": crawl_error_reasons,
+    "crawl: errors (404, 500, 400 redirects)": crawl_error_reasons,
     "search --limit 2**63": search_huge_limit,
     "run --workers 1000000, SIGTERM 5 s in": run_a_million_workers,
 }
+
+
+def export_big_message(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """`export --format jsonl` of a list whose one message is 48 MiB (harvested from an
+    mbox file first)."""
+    line = ("word " * 15 + "é\n").encode()
+    body = line * (48 * MiB // len(line))
+    message = b"From a@b.c Mon Jan  1 00:00:00 2024\nSubject: big\nMessage-ID: <big@b.c>\n\n"
+    h.routes["/list.mbox"] = _body(message + body, None, "application/mbox")
+    harvest = _mail(h, tmp, src, "/list.mbox", 256 * MiB)
+    assert harvest.returncode == 0, harvest.stderr
+    out = tmp / "list.jsonl"
+    probe = run_thresher(
+        tmp / "home", "export", "list", "--format", "jsonl", "-o", str(out), src=src
+    )
+    size = out.stat().st_size if out.exists() else 0
+    return Result(probe, {"message_mib": len(message + body) // MiB, "output_mib": size // MiB})
+
+
+SCENARIOS["export --format jsonl of a 48 MiB message"] = export_big_message

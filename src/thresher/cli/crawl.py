@@ -226,22 +226,25 @@ def crawl_command(
     with app.store() as store, store.transaction(write=False) as tx:
         row = tx.one("latest_crawl_run", source=name)
         shards = len(tx.all("crawl_shard_rows", run=row["run_id"])) if row else 0
+        errors = tx.all("crawl_run_errors", source=name, run=row["run_id"]) if row else []
     folder = warc_dir(config.home, name)
     files = sorted(p.name for p in folder.glob("*.warc.gz"))
     seconds = round(time.time() - started, 3)
     run_id = None if row is None else row["run_id"]
     if row is None:  # failed before the crawl could start: nothing done
         row = {"source": name, "run_id": 0, **dict.fromkeys((*COUNTERS, "queued", "hosts"), 0)}
-    summary = CrawlSummary.from_row(row, seconds, files, max(1, shards)).as_dict()
+    summary = CrawlSummary.from_row(row, seconds, files, max(1, shards), errors).as_dict()
     summary.update(source=name, status=outcome, error=error, run=run_id)
     summary["warc_dir"] = str(folder)
     if as_json:
         click.echo(json.dumps(summary))
     else:
+        reasons = ", ".join(f"{why} {n}" for why, n in summary["error_reasons"].items())
         click.echo(
             f"{name}: {outcome}: {summary['pages']} pages, {summary['bytes'] / 2**20:.1f} MiB, "
             f"{summary['not_modified']} not modified, {summary['redirects']} redirects, "
-            f"{summary['errors']} errors, {summary['queued']} left in {summary['seconds']:.1f} s"
+            f"{summary['errors']} errors{f' ({reasons})' if reasons else ''},"
+            f" {summary['queued']} left in {summary['seconds']:.1f} s"
             + (f"; {error}" if error else "")
         )
         click.echo(f"WARC files in {folder}")

@@ -13,7 +13,7 @@ from .. import __version__
 from ..config import describe
 from ..errors import ThresherError
 from ..redact import redact_text
-from ..runtime import tune_process
+from ..runtime import private_files, tune_process
 from .app import App
 from .crawl import crawl_command
 from .demo import demo_command
@@ -72,7 +72,9 @@ cli.add_command(worker_command)
 
 
 def entry() -> int:
-    """The `thresher` program: `main` in a process of its own, tuned for long runs."""
+    """The `thresher` program: `main` in a process of its own, tuned for long runs,
+    whose files are private."""
+    private_files()
     tune_process()
     return main()
 

@@ -36,7 +36,19 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import Deferred, PermanentError
-from ..fetch import Fetcher, FetchError, FetchSettings, Response
+from ..fetch import (
+    AddressRefused,
+    BadResponse,
+    ConnectionFailed,
+    DNSError,
+    Fetcher,
+    FetchError,
+    FetchSettings,
+    FetchTimeout,
+    InvalidRequestURL,
+    Response,
+    TooLarge,
+)
 from ..fetch.leases import HostLeases
 from ..fetch.polite import fetch_robots
 from ..frontier import (
@@ -75,6 +87,41 @@ SHARD_QUICK_POLLS_SECONDS = 1.0
 SHARD_HOLD_SECONDS = 2.0
 # How long links to hosts without an owner may wait for a commit to give them one.
 OWNERS_SECONDS = 0.1
+# Redirects followed in a row, as handlers do (`sources.http.MAX_REDIRECTS`); the next
+# is an error. Counted in memory, so a resumed crawl may follow a chain 10 more.
+MAX_REDIRECTS = 10
+TOO_MANY_REDIRECTS = "too many redirects"
+# Error reasons, the start of each error recorded ("timeout: GET …"), or HTTP statuses.
+_REASONS = frozenset(
+    cls.kind
+    for cls in (
+        AddressRefused,
+        BadResponse,
+        ConnectionFailed,
+        DNSError,
+        FetchTimeout,
+        InvalidRequestURL,
+        TooLarge,
+    )
+) | {TOO_MANY_REDIRECTS}
+
+
+def error_text(exc: BaseException) -> str:
+    """What a crawl records of an error: its reason, then its message."""
+    return f"{getattr(exc, 'kind', 'error')}: {exc}"
+
+
+def error_reasons(rows: Iterable[Row]) -> dict[str, int]:
+    """How many of a run's errors (`crawl_run_errors` rows) there are of each reason:
+    "HTTP 404", "timeout", …, most first."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        if row["status"] is not None:
+            counts[f"HTTP {row['status']}"] += 1
+            continue
+        head, sep, _ = str(row["error"] or "").partition(": ")
+        counts[head if sep and head in _REASONS else "other"] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 @dataclass(frozen=True)
@@ -93,12 +140,19 @@ class CrawlSummary:
     seconds: float
     warc_files: tuple[str, ...]
     shards: int = 1
+    error_reasons: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_row(
-        cls, row: Row, seconds: float, warc_files: Iterable[str], shards: int = 1
+        cls,
+        row: Row,
+        seconds: float,
+        warc_files: Iterable[str],
+        shards: int = 1,
+        errors: Iterable[Row] = (),
     ) -> CrawlSummary:
-        """The summary of the run whose `crawl_runs` row is `row`."""
+        """The summary of the run whose `crawl_runs` row is `row`; `errors`: its
+        `crawl_run_errors` rows."""
         counts = {k: int(row[k]) for k in (*COUNTERS, "queued", "hosts")}
         return cls(
             source=str(row["source"]),
@@ -106,12 +160,14 @@ class CrawlSummary:
             seconds=seconds,
             warc_files=tuple(warc_files),
             shards=shards,
+            error_reasons=tuple(error_reasons(errors).items()),
             **counts,
         )
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["warc_files"] = list(self.warc_files)
+        d["error_reasons"] = dict(self.error_reasons)
         d["pages_per_second"] = round(self.pages / self.seconds, 1) if self.seconds else 0.0
         return d
 
@@ -186,6 +242,7 @@ class CrawlEngine:
         self._waiting: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
         self._robots_inflight: set[str] = set()
         self._refused: dict[str, str] = {}
+        self._redirects: dict[int, int] = {}  # URL hash -> redirects in a row to it
         self._recent: dict[
             str, int
         ] = {}  # link -> least depth it was offered at  # site -> why it may not be fetched at all
@@ -240,10 +297,15 @@ class CrawlEngine:
             raise
         await self._commit(final=True)
         files = await self.pages.close()
-        row = await self.store.run(lambda tx: tx.one("get_crawl_run", run=self.run_id), False)
+
+        def read(tx: Any) -> tuple[Row | None, list[Row]]:
+            errors = tx.all("crawl_run_errors", source=self.source, run=self.run_id)
+            return tx.one("get_crawl_run", run=self.run_id), errors
+
+        row, errors = await self.store.run(read, False)
         assert row is not None
         return CrawlSummary.from_row(
-            row, time.monotonic() - t0, files, self.shard.count if self.shard else 1
+            row, time.monotonic() - t0, files, self.shard.count if self.shard else 1, errors
         )
 
     def _restore(self, loaded: Loaded) -> WarcSetup:
@@ -511,7 +573,7 @@ class CrawlEngine:
             if self.turns is not None:
                 await self.turns.give(host)
             log.warning("%s: not crawled: %s", site, exc)
-            self._refused[site] = str(exc)
+            self._refused[site] = error_text(exc)
             self._robots_inflight.discard(site)
             for u, h, depth in self._waiting.pop(site, []):
                 self._admit(u, h, depth, self.clock.now())
@@ -538,6 +600,16 @@ class CrawlEngine:
             self._admit(u, h, depth, now)
 
     # -- one fetch ------------------------------------------------------------------------
+
+    def _count_hop(self, target: str, hops: int) -> None:
+        """Remember that `target` is reached by `hops` redirects in a row."""
+        try:
+            key = url_hash(canonicalize(target))
+        except InvalidURL:
+            return
+        if len(self._redirects) > RECENT_LINKS:  # targets never fetched (out of scope …)
+            self._redirects.clear()
+        self._redirects[key] = hops
 
     async def _resolve(self, name: str) -> list[str]:
         assert self.fetcher is not None
@@ -572,7 +644,9 @@ class CrawlEngine:
             final = isinstance(exc, PermanentError)
             if not self.workbench.on_done(fetch, self.clock.now(), None, final=final):
                 self.batch.counts["errors"] += 1
-                self.ledger.finish(self.batch, h, "error", now=self.clock.now(), error=str(exc))
+                self.ledger.finish(
+                    self.batch, h, "error", now=self.clock.now(), error=error_text(exc)
+                )
             return
         now = self.clock.now()
         status = resp.status
@@ -596,6 +670,24 @@ class CrawlEngine:
             await self._archive(_exchange(resp), error)
         elif 300 <= status < 400 and status != 304:
             target = resp.location
+            hops = self._redirects.pop(h, 0) + 1  # this answer's place in a chain
+            if target and hops > MAX_REDIRECTS:
+
+                def too_many(p: Processed) -> None:
+                    self.batch.counts["errors"] += 1
+                    self.ledger.finish(
+                        self.batch,
+                        h,
+                        "error",
+                        now=now,
+                        status=None,
+                        error=f"{TOO_MANY_REDIRECTS}: {fetch.url} is the {hops}th redirect"
+                        f" in a row (at most {MAX_REDIRECTS} are followed); not to {target}",
+                        warc=(p.filename, p.offset),
+                    )
+
+                await self._archive(_exchange(resp), too_many)
+                return
 
             def redirect(p: Processed) -> None:
                 self.batch.counts["redirects"] += 1
@@ -609,6 +701,7 @@ class CrawlEngine:
                 )
                 if target:
                     self._discover([target], fetch.depth, now)
+                    self._count_hop(target, hops)
 
             await self._archive(_exchange(resp, outlinks=(target,) if target else ()), redirect)
         elif status == 304:
