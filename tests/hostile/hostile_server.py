@@ -24,13 +24,22 @@ import threading
 import time
 import zlib
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 from aiohttp import web
 
-__all__ = ["Hostile", "Probe", "deflate_bomb", "gzip_bomb", "gzip_members", "run_thresher"]
+__all__ = [
+    "Hostile",
+    "Probe",
+    "deflate_bomb",
+    "gzip_bomb",
+    "gzip_members",
+    "hostile_fixture",
+    "run_thresher",
+]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RawAnswer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -155,6 +164,13 @@ class Hostile:
                 return web.Response(status=404)
             return web.Response(status=404, text="not here")
         return await handler(request)
+
+
+@pytest.fixture(name="hostile")
+def hostile_fixture() -> Iterator[Hostile]:
+    """`hostile`: a server on 16 loopback hosts (import this into a test module)."""
+    with Hostile(hosts=16) as server:
+        yield server
 
 
 @dataclass

@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from aiohttp import web
-from hostile_server import Hostile, run_thresher
+from hostile_server import Hostile, hostile_fixture, run_thresher  # noqa: F401 (a fixture)
 from scenarios import export_big_message, run_a_million_workers, search_huge_limit
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hostile_server import Hostile
+from hostile_server import Hostile, hostile_fixture  # noqa: F401 (a fixture)
 from scenarios import (
     crawl_bombs_on_16_hosts,
     crawl_error_reasons,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hostile_server import Hostile
+from hostile_server import Hostile, hostile_fixture  # noqa: F401 (a fixture)
 from scenarios import ingest_gzip_bomb, ingest_load_blank_lines, ingest_loopback_urls
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from hostile_server import Hostile
+from hostile_server import Hostile, hostile_fixture  # noqa: F401 (a fixture)
 from scenarios import mail_gzip_encoded_bomb, mail_gzip_file_bomb, mail_gzip_members
 
 MAX_RSS_MIB = 400  # max_bytes is 64 MiB; before, 4.2 GB
