@@ -222,11 +222,13 @@ def run_thresher(
     term_after: float | None = None,
     term_when: Callable[[str], bool] | None = None,
     src: str | None = None,
+    code: str | None = None,
 ) -> Probe:
     """Run `thresher ARGS…` with THRESHER_HOME=`home` in a child process, and measure
     its peak RSS (see `_WRAPPER`). SIGTERM is sent `term_after` seconds after
     `term_when(standard error so far)` is true (or after the start). `src`: a folder put
-    first on PYTHONPATH (another version's code)."""
+    first on PYTHONPATH (another version's code). `code`: run this Python code instead
+    of `thresher`, with ARGS as its arguments."""
     environ = {**os.environ, "THRESHER_HOME": str(home)}
     environ.pop("THRESHER_DB", None)
     environ.update(env or {})
@@ -238,7 +240,7 @@ def run_thresher(
         tempfile.NamedTemporaryFile() as result,
     ):
         started = time.monotonic()
-        command = [sys.executable, "-m", "thresher", *args]
+        command = [sys.executable, *(("-c", code) if code else ("-m", "thresher")), *args]
         proc = subprocess.Popen(
             [sys.executable, "-c", _WRAPPER, result.name, *command],
             stdin=subprocess.DEVNULL,

@@ -10,6 +10,7 @@ scenario looked at (`facts`). The tests in test_hostile_*.py assert on them.
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -250,6 +251,42 @@ def run_a_million_workers(h: Hostile, tmp: Path, src: str | None) -> Result:
     return Result(probe, {"added": add.returncode})
 
 
+# Fetches one URL while a ticker measures the longest stall of the event loop.
+_LOOP_STALL = """
+import asyncio, sys, time
+from thresher.fetch import Fetcher, FetchSettings
+
+async def main():
+    stall = 0.0
+    async def tick():
+        nonlocal stall
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.001)
+            stall = max(stall, time.monotonic() - before)
+    ticker = asyncio.ensure_future(tick())
+    async with Fetcher(FetchSettings(allow_private=True)) as fetcher:
+        try:
+            await fetcher.get(sys.argv[1])
+            outcome = "decoded"
+        except Exception as exc:
+            outcome = type(exc).__name__
+    ticker.cancel()
+    print(f"longest loop stall {stall * 1000:.0f} ms; {outcome}")
+
+asyncio.run(main())
+"""
+
+
+def fetch_brotli_bomb(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """A 405-byte brotli body that decodes to 256 MiB, fetched with the default caps
+    (max_decoded 200 MiB): how long the event loop stalls."""
+    brotli = importlib.import_module("brotli")  # FastWARC's dependency, in the test extras
+    h.routes["/br"] = _body(brotli.compress(bytes(256 * MiB), quality=5), "br")
+    probe = run_thresher(tmp, h.url("/br"), code=_LOOP_STALL, src=src)
+    return Result(probe)
+
+
 SCENARIOS: dict[str, Callable[[Hostile, Path, str | None], Result]] = {
     "crawl: 0.8 MB of empty gzip members": crawl_gzip_members(800_000),
     "crawl: 6 MB of empty gzip members": crawl_gzip_members(6_000_000),
@@ -261,6 +298,7 @@ SCENARIOS: dict[str, Callable[[Hostile, Path, str | None], Result]] = {
     "ingest run: 12 loopback URLs": ingest_loopback_urls,
     "ingest load: 1 MB gzip of 1 GiB of newlines": ingest_load_blank_lines,
     "crawl: 10 MB gzip bombs on 16 hosts, max_body 16 MiB": crawl_bombs_on_16_hosts,
+    "fetch: 405-byte brotli body of 256 MiB, default caps": fetch_brotli_bomb,
     "crawl: 400 redirects, --max-depth 0": crawl_redirect_chain,
     "crawl: errors (404, 500, 400 redirects)": crawl_error_reasons,
     "search --limit 2**63": search_huge_limit,

@@ -5,11 +5,14 @@ message that says what happened."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 from hostile_server import Hostile, gzip_bomb, gzip_members
+from scenarios import fetch_brotli_bomb
 
 from thresher.fetch import AddressRefused, Fetcher, FetchSettings, FetchTimeout, TooLarge
 from thresher.fetch.deadlines import HEAD_EXPIRED
@@ -97,3 +100,15 @@ def test_special_use_addresses_are_refused(url: str) -> None:
     error = _fetch(url, FetchSettings(connect_timeout=2))
     assert isinstance(error, AddressRefused), error
     assert "reserved" in str(error)
+
+
+def test_a_brotli_bomb_does_not_stall_the_event_loop(tmp_path: Path) -> None:
+    # 405 bytes that decode to 256 MiB, refused at the default 200 MiB: before, all of
+    # it was decoded on the event loop (bodies under 256 KB were), a stall of 2 s.
+    with Hostile() as server:
+        probe = fetch_brotli_bomb(server, tmp_path, None).probe
+    assert probe.returncode == 0, probe.stderr
+    found = re.search(r"longest loop stall (\d+) ms; (\w+)", probe.stdout)
+    assert found is not None, probe.stdout
+    assert found.group(2) == "TooLarge"
+    assert int(found.group(1)) < 1000
