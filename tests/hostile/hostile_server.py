@@ -202,11 +202,12 @@ class Probe:
 # file named first. A child's ru_maxrss counts the memory of the process it was forked
 # from (Linux keeps the larger of the old and the new at exec), so the command is not
 # started from the test's process, which holds the hostile bodies, but from this small
-# one. SIGTERM is passed on to the command.
+# one. SIGTERM is passed on to the command; SIGUSR1 kills it (at the timeout).
 _WRAPPER = """
 import os, resource, signal, subprocess, sys
 proc = subprocess.Popen(sys.argv[2:])
 signal.signal(signal.SIGTERM, lambda *_: proc.send_signal(signal.SIGTERM))
+signal.signal(signal.SIGUSR1, lambda *_: proc.kill())
 code = proc.wait()
 peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
 with open(sys.argv[1], "w") as out:
@@ -265,7 +266,9 @@ def run_thresher(
         def kill() -> None:
             killed.set()
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
+                proc.send_signal(signal.SIGUSR1)  # the wrapper still says the peak RSS
+                if not ended.wait(10):
+                    os.killpg(proc.pid, signal.SIGKILL)
 
         timer = threading.Timer(timeout, kill)
         timer.start()

@@ -11,6 +11,8 @@ from aiohttp import web
 from hostile_server import Hostile, hostile_fixture, run_thresher  # noqa: F401 (a fixture)
 from scenarios import export_big_message, run_a_million_workers, search_huge_limit
 
+from thresher.store import open_store
+
 
 def test_a_huge_search_limit_is_a_usage_error(hostile: Hostile, tmp_path: Path) -> None:
     probe = search_huge_limit(hostile, tmp_path, None).probe
@@ -53,3 +55,16 @@ def test_files_are_private_whatever_the_umask(hostile: Hostile, tmp_path: Path) 
     for path in made:
         mode = stat.S_IMODE(path.stat().st_mode)
         assert mode & 0o077 == 0, f"{path} is {oct(mode)}"
+
+
+def test_a_sqlite_store_is_private_when_opened_from_python(tmp_path: Path) -> None:
+    # Not only the `thresher` program (whose umask keeps others out): the API too.
+    old = os.umask(0o022)
+    try:
+        store = open_store(f"sqlite:///{tmp_path / 'home' / 'thresher.db'}")
+        store.close()
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o700
+    for path in (tmp_path / "home").iterdir():  # the database, its -wal and -shm
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path

@@ -15,8 +15,8 @@ from scenarios import (
     crawl_sigterm_while_decoding,
 )
 
-# Peak RSS bounds: generous for a busy machine, far below what these inputs took before
-# (4.2 GB for one 10 MB bomb, 1.5 GB for 16).
+# Peak RSS bound: generous for a busy machine, far below what these inputs took before
+# (1.5 GB for 16 bombs).
 MAX_RSS_MIB = 400
 
 
@@ -44,6 +44,7 @@ def test_bombs_on_sixteen_hosts_cost_the_body_cap_each(hostile: Hostile, tmp_pat
     assert probe.rss_mib < MAX_RSS_MIB, probe.rss_mib
     report = json.loads(probe.stdout.splitlines()[-1])
     assert report["sources"][0]["outcome"] == "ok"
+    assert result.facts["errors"] == 16 and result.facts["reasons"] == ["too large"]
 
 
 def test_a_redirect_chain_is_cut_after_ten(hostile: Hostile, tmp_path: Path) -> None:

@@ -36,19 +36,7 @@ from typing import Any
 
 from ..clock import Clock
 from ..errors import Deferred, PermanentError
-from ..fetch import (
-    AddressRefused,
-    BadResponse,
-    ConnectionFailed,
-    DNSError,
-    Fetcher,
-    FetchError,
-    FetchSettings,
-    FetchTimeout,
-    InvalidRequestURL,
-    Response,
-    TooLarge,
-)
+from ..fetch import Fetcher, FetchError, FetchSettings, Response
 from ..fetch.leases import HostLeases
 from ..fetch.polite import fetch_robots
 from ..frontier import (
@@ -64,7 +52,7 @@ from ..frontier import (
     url_hash,
 )
 from ..frontier.politeness import is_failure
-from ..store import Row
+from ..store import Row, Tx
 from ..store.aio import AsyncStore
 from ..store.warc import WarcPosition
 from .ledger import COUNTERS, Batch, CrawlLedger, Loaded, Pending, Shard, ShardState, Unowned
@@ -92,18 +80,7 @@ OWNERS_SECONDS = 0.1
 MAX_REDIRECTS = 10
 TOO_MANY_REDIRECTS = "too many redirects"
 # Error reasons, the start of each error recorded ("timeout: GET …"), or HTTP statuses.
-_REASONS = frozenset(
-    cls.kind
-    for cls in (
-        AddressRefused,
-        BadResponse,
-        ConnectionFailed,
-        DNSError,
-        FetchTimeout,
-        InvalidRequestURL,
-        TooLarge,
-    )
-) | {TOO_MANY_REDIRECTS}
+_REASONS = frozenset({cls.kind for cls in FetchError.__subclasses__()} | {TOO_MANY_REDIRECTS})
 
 
 def error_text(exc: BaseException) -> str:
@@ -116,11 +93,13 @@ def error_reasons(rows: Iterable[Row]) -> dict[str, int]:
     "HTTP 404", "timeout", …, most first."""
     counts: dict[str, int] = defaultdict(int)
     for row in rows:
-        if row["status"] is not None:
-            counts[f"HTTP {row['status']}"] += 1
-            continue
         head, sep, _ = str(row["error"] or "").partition(": ")
-        counts[head if sep and head in _REASONS else "other"] += 1
+        if sep and head in _REASONS:
+            counts[head] += 1
+        elif row["status"] is not None:
+            counts[f"HTTP {row['status']}"] += 1
+        else:
+            counts["other"] += 1
     return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
@@ -298,7 +277,7 @@ class CrawlEngine:
         await self._commit(final=True)
         files = await self.pages.close()
 
-        def read(tx: Any) -> tuple[Row | None, list[Row]]:
+        def read(tx: Tx) -> tuple[Row | None, list[Row]]:
             errors = tx.all("crawl_run_errors", source=self.source, run=self.run_id)
             return tx.one("get_crawl_run", run=self.run_id), errors
 
@@ -680,7 +659,7 @@ class CrawlEngine:
                         h,
                         "error",
                         now=now,
-                        status=None,
+                        status=status,
                         error=f"{TOO_MANY_REDIRECTS}: {fetch.url} is the {hops}th redirect"
                         f" in a row (at most {MAX_REDIRECTS} are followed); not to {target}",
                         warc=(p.filename, p.offset),
