@@ -7,26 +7,16 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .clock import iso
 from .sources import list_sources
 from .sources.archives import ARCHIVE_TYPE_NAMES
 from .store import Tx
 
-__all__ = ["collect_status", "iso", "redact"]
+__all__ = ["collect_status", "iso"]
 
 # A worker that has not sent a heartbeat for this many lease periods is shown as lost.
 _LIVE_LEASES = 2
-
-
-def redact(url: str) -> str:
-    """A store URL without its password, fit to print."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _archive_status(tx: Tx, source: str) -> dict[str, Any]:

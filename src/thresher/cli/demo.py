@@ -70,7 +70,11 @@ def build_archive(server: DemoArchive, now: float) -> None:
 
 @click.command("demo")
 @click.option(
-    "--port", type=int, default=8765, show_default=True, help="Loopback port to serve on."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Loopback port to serve on.",
 )
 @click.pass_obj
 def demo_command(app: App, port: int) -> None:

@@ -44,6 +44,7 @@ from ..ingest.requests import (
 from ..ingest.walk import MAX_HOPS
 from ..sources import add_source, get_source
 from ..sources.ingest import INGEST_URL, ingest_warc_dir, parse_statuses
+from . import limits
 from .app import App, setup_logging
 from .ingest_report import register
 from .run import EXIT_SOURCE_FAILED, run_plan
@@ -167,7 +168,7 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
     "--type", "ingest_type", type=click.Choice(sorted(INGEST_TYPES)), help="Only this type."
 )
 @click.option("--source", "link_source", metavar="S", help="Only requests from link_source S.")
-@click.option("--limit", type=click.IntRange(min=1), help="Fetch at most N URLs.")
+@click.option("--limit", type=limits.count(), help="Fetch at most N URLs.")
 @click.option(
     "--retry",
     multiple=True,
@@ -176,11 +177,15 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
 )
 @click.option("--force", is_flag=True, help="Fetch again every selected URL, whatever its result.")
 @click.option(
-    "--max-hops", type=click.IntRange(min=0), help=f"Landing-page links followed [{MAX_HOPS}]."
+    "--max-hops",
+    type=limits.count(limits.MAX_HOPS_OPTION, 0),
+    help=f"Landing-page links followed [{MAX_HOPS}].",
 )
-@click.option("--max-bytes", type=click.IntRange(min=1), help="Largest body [128 MiB].")
+@click.option("--max-bytes", type=limits.count(limits.MAX_BYTES), help="Largest body [128 MiB].")
 @click.option(
-    "--delay", type=click.FloatRange(min=0), help="Seconds between requests to one host [1]."
+    "--delay",
+    type=limits.seconds(limits.MAX_DELAY),
+    help="Seconds between requests to one host [1].",
 )
 @click.option(
     "--allow-private",
@@ -193,7 +198,7 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A file of more URL substrings never to fetch (one per line; 're:' for a regex).",
 )
-@click.option("-w", "--workers", type=click.IntRange(min=1), help="URLs fetched at once [4].")
+@click.option("-w", "--workers", type=limits.workers(), help="URLs fetched at once [4].")
 @click.option(
     "--detach", is_flag=True, help="Only queue the run: `thresher worker` processes do it."
 )

@@ -52,7 +52,7 @@ from ..frontier import (
     url_hash,
 )
 from ..frontier.politeness import is_failure
-from ..store import Row
+from ..store import Row, Tx
 from ..store.aio import AsyncStore
 from ..store.warc import Capture, WarcPosition
 from ..weburl import resolve
@@ -76,6 +76,32 @@ SHARD_QUICK_POLLS_SECONDS = 1.0
 SHARD_HOLD_SECONDS = 2.0
 # How long links to hosts without an owner may wait for a commit to give them one.
 OWNERS_SECONDS = 0.1
+# Redirects followed in a row, as handlers do (`sources.http.MAX_REDIRECTS`); the next
+# is an error. Counted in memory, so a resumed crawl may follow a chain 10 more.
+MAX_REDIRECTS = 10
+TOO_MANY_REDIRECTS = "too many redirects"
+# Error reasons, the start of each error recorded ("timeout: GET …"), or HTTP statuses.
+_REASONS = frozenset({cls.kind for cls in FetchError.__subclasses__()} | {TOO_MANY_REDIRECTS})
+
+
+def error_text(exc: BaseException) -> str:
+    """What a crawl records of an error: its reason, then its message."""
+    return f"{getattr(exc, 'kind', 'error')}: {exc}"
+
+
+def error_reasons(rows: Iterable[Row]) -> dict[str, int]:
+    """How many of a run's errors (`crawl_run_errors` rows) there are of each reason:
+    "HTTP 404", "timeout", …, most first."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        head, sep, _ = str(row["error"] or "").partition(": ")
+        if sep and head in _REASONS:
+            counts[head] += 1
+        elif row["status"] is not None:
+            counts[f"HTTP {row['status']}"] += 1
+        else:
+            counts["other"] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 @dataclass(frozen=True)
@@ -94,12 +120,19 @@ class CrawlSummary:
     seconds: float
     warc_files: tuple[str, ...]
     shards: int = 1
+    error_reasons: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_row(
-        cls, row: Row, seconds: float, warc_files: Iterable[str], shards: int = 1
+        cls,
+        row: Row,
+        seconds: float,
+        warc_files: Iterable[str],
+        shards: int = 1,
+        errors: Iterable[Row] = (),
     ) -> CrawlSummary:
-        """The summary of the run whose `crawl_runs` row is `row`."""
+        """The summary of the run whose `crawl_runs` row is `row`; `errors`: its
+        `crawl_run_errors` rows."""
         counts = {k: int(row[k]) for k in (*COUNTERS, "queued", "hosts")}
         return cls(
             source=str(row["source"]),
@@ -107,12 +140,14 @@ class CrawlSummary:
             seconds=seconds,
             warc_files=tuple(warc_files),
             shards=shards,
+            error_reasons=tuple(error_reasons(errors).items()),
             **counts,
         )
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["warc_files"] = list(self.warc_files)
+        d["error_reasons"] = dict(self.error_reasons)
         d["pages_per_second"] = round(self.pages / self.seconds, 1) if self.seconds else 0.0
         return d
 
@@ -160,6 +195,7 @@ class CrawlEngine:
             allow_private=settings.allow_private,
             total_timeout=settings.timeout,
             max_body=settings.max_body,
+            max_decoded=settings.max_body,  # one cap, on the wire and decoded
             limit=self.concurrency * 2,
         )
         self.scope: Scope = settings.make_scope()
@@ -188,6 +224,7 @@ class CrawlEngine:
         self._robots_inflight: set[str] = set()
         self._refused: dict[str, str] = {}  # site -> why it may not be fetched at all
         self._recent: dict[str, int] = {}  # link -> least depth it was offered at
+        self._redirects: dict[int, int] = {}  # URL key -> redirects in a row to it
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._seq = 0
@@ -239,10 +276,15 @@ class CrawlEngine:
             raise
         await self._commit(final=True)
         files = await self.pages.close()
-        row = await self.store.run(lambda tx: tx.one("get_crawl_run", run=self.run_id), False)
+
+        def read(tx: Tx) -> tuple[Row | None, list[Row]]:
+            errors = tx.all("crawl_run_errors", source=self.source, run=self.run_id)
+            return tx.one("get_crawl_run", run=self.run_id), errors
+
+        row, errors = await self.store.run(read, False)
         assert row is not None
         return CrawlSummary.from_row(
-            row, time.monotonic() - t0, files, self.shard.count if self.shard else 1
+            row, time.monotonic() - t0, files, self.shard.count if self.shard else 1, errors
         )
 
     def _restore(self, loaded: Loaded) -> WarcSetup:
@@ -513,7 +555,7 @@ class CrawlEngine:
             if self.turns is not None:
                 await self.turns.give(host)
             log.warning("%s: not crawled: %s", site, exc)
-            self._refused[site] = str(exc)
+            self._refused[site] = error_text(exc)
             self._robots_inflight.discard(site)
             for u, h, depth in self._waiting.pop(site, []):
                 self._admit(u, h, depth, self.clock.now())
@@ -540,6 +582,17 @@ class CrawlEngine:
             self._admit(u, h, depth, now)
 
     # -- one fetch ------------------------------------------------------------------------
+
+    def _count_hop(self, link: str, hops: int) -> None:
+        """Remember that `link` (as `resolve` gave it) is reached by `hops` redirects in a
+        row, under the key its fetch will have."""
+        try:
+            key = url_hash(key_of(link))
+        except InvalidURL:
+            return
+        if len(self._redirects) > RECENT_LINKS:  # targets never fetched (out of scope …)
+            self._redirects.clear()
+        self._redirects[key] = hops
 
     async def _resolve(self, name: str) -> list[str]:
         assert self.fetcher is not None
@@ -575,7 +628,9 @@ class CrawlEngine:
             final = isinstance(exc, PermanentError)
             if not self.workbench.on_done(fetch, self.clock.now(), None, final=final):
                 self.batch.counts["errors"] += 1
-                self.ledger.finish(self.batch, h, "error", now=self.clock.now(), error=str(exc))
+                self.ledger.finish(
+                    self.batch, h, "error", now=self.clock.now(), error=error_text(exc)
+                )
             return
         now = self.clock.now()
         status = resp.status
@@ -600,6 +655,24 @@ class CrawlEngine:
         elif 300 <= status < 400 and status != 304:
             target = resp.location
             link = None if target is None else resolve(target)  # an http(s) URL, or none
+            hops = self._redirects.pop(h, 0) + 1  # this answer's place in a chain
+            if link is not None and hops > MAX_REDIRECTS:
+
+                def too_many(p: Processed) -> None:
+                    self.batch.counts["errors"] += 1
+                    self.ledger.finish(
+                        self.batch,
+                        h,
+                        "error",
+                        now=now,
+                        status=status,
+                        error=f"{TOO_MANY_REDIRECTS}: {fetch.url} is the {hops}th redirect"
+                        f" in a row (at most {MAX_REDIRECTS} are followed); not to {target}",
+                        warc=(p.filename, p.offset),
+                    )
+
+                await self._archive(_exchange(resp), too_many)
+                return
 
             def redirect(p: Processed) -> None:
                 self.batch.counts["redirects"] += 1
@@ -613,6 +686,7 @@ class CrawlEngine:
                 )
                 if link is not None:
                     self._discover([link], fetch.depth, now)
+                    self._count_hop(link, hops)
 
             await self._archive(_exchange(resp, outlinks=(target,) if target else ()), redirect)
         elif status == 304:

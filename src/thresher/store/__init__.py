@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..redact import redact_url
 from .base import Row, Store, Tx
 
 __all__ = ["Row", "Store", "Tx", "open_store"]
@@ -20,4 +21,6 @@ def open_store(url: str) -> Store:
         from .postgres import PostgresStore
 
         return PostgresStore(url)
-    raise ConfigError(f"unsupported store URL {url!r}: use sqlite:///PATH or postgresql://…")
+    raise ConfigError(
+        f"unsupported store URL {redact_url(url)!r}: use sqlite:///PATH or postgresql://…"
+    )

@@ -15,6 +15,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ..errors import StoreError, StoreUnavailable
+from ..redact import redact_text
 from .base import Row
 from .migrate import Step, migrations, pending
 from .queries import load_queries, parse_queries
@@ -84,6 +85,8 @@ class PostgresStore:
             )
         except psycopg.Error as exc:
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            # libpq quotes parts of a URL it cannot parse, the password's included.
+            reason = redact_text(reason, self.url)
             raise StoreUnavailable(f"cannot connect to PostgreSQL store: {reason}") from None
 
     @contextmanager
@@ -97,7 +100,7 @@ class PostgresStore:
             with self._conn.transaction():
                 yield _PgTx(self._conn, self._queries)
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"PostgreSQL store: {exc}") from exc
+            raise StoreUnavailable(f"PostgreSQL store: {redact_text(str(exc), self.url)}") from exc
 
     def schema_version(self) -> int:
         try:

@@ -7,6 +7,8 @@ failing half-way through with SQLITE_BUSY when it first writes.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -52,7 +54,11 @@ class SQLiteStore:
         self.path = path
         self.url = f"sqlite:///{path}"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # The home folder and the store are private whatever the umask (unless it is
+            # stricter); SQLite gives its -wal and -shm files the database's mode.
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             # isolation_level=None: we issue BEGIN/COMMIT ourselves.
             conn = sqlite3.connect(
                 path, timeout=busy_timeout, isolation_level=None, check_same_thread=False

@@ -212,3 +212,7 @@ SELECT shard FROM crawl_hosts WHERE run_id = :run AND host = :host
 -- name: assign_crawl_host
 INSERT INTO crawl_hosts (run_id, host, shard) VALUES (:run, :host, :shard)
 ON CONFLICT (run_id, host) DO NOTHING
+
+-- name: crawl_run_errors
+SELECT status, error FROM crawl_urls
+WHERE source = :source AND fetched_run = :run AND state = 'error'
