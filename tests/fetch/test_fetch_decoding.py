@@ -279,3 +279,53 @@ def test_a_decoding_past_its_deadline_stops() -> None:
 def test_undecodable_is_raised_by_steps() -> None:
     with pytest.raises(Undecodable, match="truncated gzip stream"):
         Decoding(gzip.compress(DATA)[:-10], ["gzip"], LIMIT).run()
+
+
+# -- Partial decoding: the cap is a cut (robots.txt's first 500 KiB) ---------------------
+
+
+@pytest.mark.parametrize(
+    "case", ["gzip", "gzip-two-members", "deflate-raw", "br", "zstd", "chained"]
+)
+def test_a_partial_decoding_stops_at_its_limit_and_says_so(case: str) -> None:
+    header, encode = ENCODERS[case]
+    codings = header.replace(" ", "").split(",")
+    decoding = Decoding(encode(DATA), codings, 1000, partial=True)
+    assert decoding.run()
+    assert decoding.truncated and decoding.size == 1000 and decoding.content() == DATA[:1000]
+    whole = Decoding(encode(DATA), codings, len(DATA), partial=True)
+    assert whole.run() and not whole.truncated and whole.content() == DATA
+    with pytest.raises(DecodedTooLarge):  # the same cap, not partial: a refusal
+        Decoding(encode(DATA), codings, 1000).run()
+
+
+def test_a_partial_decoding_of_a_bomb_decodes_no_further_than_its_limit() -> None:
+    # 1 GiB of zeros in 1 MiB: decoded to the limit and not a step beyond, in steps too.
+    decoding = Decoding(gzip_bomb(2**30), ["gzip"], 500 * 2**10, partial=True)
+    steps = 0
+    while not decoding.run(max_calls=1):
+        steps += 1
+        assert steps < 10_000
+    assert decoding.truncated and decoding.size == 500 * 2**10
+    assert decoding.content() == bytes(500 * 2**10)
+
+
+@pytest.mark.parametrize("case", ["gzip", "deflate-raw", "br", "zstd", "br-after-gzip"])
+def test_a_partial_decoding_of_a_cut_stream_keeps_what_it_holds(case: str) -> None:
+    header, encode = ENCODERS[case]
+    # Long enough for several zstd blocks (it gives out whole blocks only).
+    text = b"".join(b"line %d\n" % i for i in range(200_000))
+    packed = encode(text)
+    decoding = Decoding(packed[: len(packed) // 2], header.replace(" ", "").split(","), 10**8)
+    with pytest.raises(Undecodable, match="truncated"):  # not partial: an error
+        decoding.run()
+    cut = Decoding(
+        packed[: len(packed) // 2], header.replace(" ", "").split(","), 10**8, partial=True
+    )
+    assert cut.run() and cut.truncated
+    assert 0 < cut.size < len(text) and text.startswith(cut.content())
+    # Garbage is garbage, partial or not.
+    content, problem = decode_content(
+        b"\x1f\x8b\x08\x00" + b"\xff" * 40, "gzip", LIMIT, partial=True
+    )
+    assert content == b"" and problem is not None and problem.startswith("invalid gzip data")
