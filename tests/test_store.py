@@ -406,3 +406,45 @@ def test_upgrade_to_run_shortfall(store_url: str) -> None:
             assert tx.one("run_shortfall", id=1) == {"shortfall": 4}
     finally:
         upgraded.close()
+
+
+def test_upgrade_to_crawl_error_index(store_url: str) -> None:
+    """Migration 16: a partial index on a crawl's errors, for the summary's reasons; the
+    URLs crawled before it are found through it."""
+    url = (
+        "INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run,"
+        " fetched_run, state, status, error) VALUES ('c', {}, 'http://h/{}', 'h', 0, {}, 1,"
+        " 1, '{}', {}, {})"
+    )
+    old_store(
+        store_url,
+        15,
+        url.format(1, 1, 1, "error", 404, "'HTTP 404'"),
+        url.format(2, 2, 2, "done", 200, "NULL"),
+        url.format(3, 3, 3, "error", "NULL", "'timeout: GET http://h/3: …'"),
+    )
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend)) >= 16
+        with upgraded.transaction(write=False) as tx:
+            errors = tx.all("crawl_run_errors", source="c", run=1)
+        assert sorted((r["status"], r["error"]) for r in errors if r["status"]) == [
+            (404, "HTTP 404")
+        ]
+        assert len(errors) == 2
+    finally:
+        upgraded.close()
+    if store_url.startswith("sqlite"):
+        conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+        found = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'crawl_urls_errors'"
+        ).fetchall()
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url) as pg:
+            found = pg.execute(
+                "SELECT indexname FROM pg_indexes WHERE indexname = 'crawl_urls_errors'"
+            ).fetchall()
+    assert len(found) == 1
