@@ -37,7 +37,9 @@ __all__ = ["CHROMEDRIVER", "CHROMIUM", "FLAGS", "chromium", "missing", "severe_l
 def missing() -> str | None:
     """Why the browser tests cannot run here, or None."""
     if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        return "Debian's chromium and chromium-driver are not installed (scripts/test installs them)"
+        return (
+            "Debian's chromium and chromium-driver are not installed (scripts/test installs them)"
+        )
     try:
         import selenium  # noqa: F401
     except ImportError:

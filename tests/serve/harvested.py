@@ -15,7 +15,6 @@ import json
 import socket
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -55,40 +54,44 @@ def _message(n: int, month: str, subject: str, body: str, extra: str = "", **kw:
     return (head + "\n\n" + body).encode()
 
 
-_MON = dict(zip(
-    [f"{i:02d}" for i in range(1, 13)],
-    "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split(), strict=True,
-))  # fmt: skip
+_MON = {
+    f"{i + 1:02d}": name
+    for i, name in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+    )
+}
 
 
 def hostile_mail(month: str) -> list[bytes]:
     """Mail whose every field tries to run in a page."""
-    html_only = (
-        "MIME-Version: 1.0\nContent-Type: text/html; charset=utf-8"
-    )
-    multipart = (
-        'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="XX"'
-    )
+    html_only = "MIME-Version: 1.0\nContent-Type: text/html; charset=utf-8"
+    multipart = 'MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary="XX"'
     attached = (
         "--XX\nContent-Type: text/plain; charset=utf-8\n\nSee the attached page.\n"
-        "--XX\nContent-Type: text/html; name=\"evil.html\"\n"
-        "Content-Disposition: attachment; filename=\"evil.html\"\n\n"
+        '--XX\nContent-Type: text/html; name="evil.html"\n'
+        'Content-Disposition: attachment; filename="evil.html"\n\n'
         "<html><body><script>alert('attachment')</script></body></html>\n--XX--\n"
     )
     return [
         _message(
-            1, month, _SCRIPT,
+            1,
+            month,
+            _SCRIPT,
             "Hello <script>alert('body')</script>\n"
             '<img src=x onerror=alert(1)>\n<a href="javascript:alert(2)">click me</a>\n',
             sender='"<img src=x onerror=alert(3)>" <eve@example.com>',
         ),
         _message(
-            2, month, "Re: " + _SCRIPT,
+            2,
+            month,
+            "Re: " + _SCRIPT,
             "javascript:alert(4) in a reply\n<svg onload=alert(5)>\n",
             reply_to=f"xss.1.{month}@example.org",
         ),
         _message(
-            3, month, "HTML only <b onmouseover=alert(6)>bold</b>",
+            3,
+            month,
+            "HTML only <b onmouseover=alert(6)>bold</b>",
             "<html><body><p>An HTML message</p><script>alert('html')</script>"
             '<a href="javascript:alert(7)">link</a></body></html>\n',
             extra=html_only,
@@ -122,11 +125,11 @@ class HostileSite:
             "/files/1.pdf": (200, "application/pdf", pdf),
             "/files/2.pdf": (200, "application/octet-stream", pdf + b"2"),
             "/article/1": (200, "text/html", (
-                '<html><head><meta name="citation_pdf_url" content="/files/2.pdf"></head>'
-                "<body>An article</body></html>").encode()),
+                b'<html><head><meta name="citation_pdf_url" content="/files/2.pdf"></head>'
+                b"<body>An article</body></html>")),
             "/article/wall": (200, "text/html", (
-                "<html><body><form action=/login method=post><input name=u>"
-                "<input type=password name=p></form></body></html>").encode()),
+                b"<html><body><form action=/login method=post><input name=u>"
+                b"<input type=password name=p></form></body></html>")),
             "/image.png": (200, "image/png", b"\x89PNG\r\n\x1a\n" + b"\x00" * 64),
         }  # fmt: skip
 
@@ -194,10 +197,17 @@ def fill(home: Home) -> Filled:
         ]  # fmt: skip
         requests.write_text(
             "".join(
-                json.dumps({"ingest_type": kind, "base_url": site.base + path,
-                            "link_source": "test", "link_source_id": str(i)}) + "\n"
+                json.dumps(
+                    {
+                        "ingest_type": kind,
+                        "base_url": site.base + path,
+                        "link_source": "test",
+                        "link_source_id": str(i),
+                    }
+                )
+                + "\n"
                 for i, (kind, path) in enumerate(lines)
-            )  # fmt: skip
+            )
         )
         home.run("ingest", "load", str(requests))
         ingest = json.loads(
