@@ -57,7 +57,7 @@ def _error(ctx: Context, request: web.Request, status: int, message: str) -> web
     if _wants_json(request):
         resp = web.json_response({"error": message, "status": status}, status=status)
     else:
-        resp = ctx.render("error.html", status=status, reason=reason, message=message)
+        resp = ctx.render("error.html", status=status, code=status, reason=reason, message=message)
     if status == 401:
         resp.headers["WWW-Authenticate"] = 'Bearer realm="thresher"'
     return resp
