@@ -143,8 +143,9 @@ def test_metrics_parse_as_prometheus_text(api_served: Served) -> None:
     assert samples[("thresher_crawl_errors_total", key)] == crawl["errors"]
     for s in cli["sources"]:
         if "archive" in s:
-            assert samples[("thresher_archive_messages", (("source", s["name"]),))] == (
-                s["archive"]["messages"]
+            assert (
+                samples[("thresher_archive_messages", (("source", s["name"]),))]
+                == (s["archive"]["messages"])
             )
     stats = json.loads(served.filled.home.run("ingest", "stats", "--json").stdout)
     for status_, n in stats["by_status"].items():
@@ -177,7 +178,7 @@ def test_a_read_only_store_refuses_every_write(store_url: str) -> None:
     try:
         with pytest.raises(StoreError), store.transaction(write=True):
             pass
-        with pytest.raises(Exception, match="(?i)read.?only"), store.transaction(False) as tx:
+        with pytest.raises(Exception, match=r"(?i)read.?only"), store.transaction(False) as tx:
             tx.execute("delete_source", name="x")
     finally:
         store.close()
