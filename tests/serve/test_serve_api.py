@@ -6,28 +6,17 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
-from harvested import Filled, fill
-from serving import Served, start_serve, stop_serve
 
 from cli_proc import Home
+from conftest import new_pg_database
+from serve_harvest import Filled, Served, fill, start_serve, stop_serve
 from thresher.errors import StoreError
 from thresher.store import open_store
-
-
-def new_pg_database(admin_url: str) -> str:
-    """A new database on the tests' server (as tests/conftest.py makes them: this folder's
-    conftest.py shadows that module's name)."""
-    name = f"t_serve_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"'.encode())
-    return admin_url.rsplit("/", 1)[0] + f"/{name}"
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])

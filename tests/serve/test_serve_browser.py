@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser import severe_logs
-from harvested import XSS_LIST
-from serving import Served
+
+from chromium import severe_logs
+from serve_harvest import XSS_LIST, Served
 
 pytestmark = pytest.mark.usefixtures("served")
 

@@ -7,9 +7,8 @@ import http.client
 import json
 from urllib.parse import urlsplit
 
-from serving import Served, start_serve, stop_serve
-
 from cli_proc import Home
+from serve_harvest import Served, start_serve, stop_serve
 
 
 def request(

@@ -62,7 +62,7 @@ def serve_command(app: App, host: str, port: int, token: str | None) -> None:
         store.close()
 
     def started(url: str) -> None:
-        click.echo(f"serving {url} (read-only; store {info['backend']} {info['url']})")
+        click.echo(f"serving {url} (read-only: {info['url']})")
         if token:
             click.echo(
                 f"a token is required: open {url}?token=YOUR_TOKEN once,"

@@ -1,4 +1,5 @@
-"""A store filled by real harvests, as a user fills it, for `thresher serve` to show.
+"""A store filled by real harvests, as a user fills it, for `thresher serve` to show,
+and `thresher serve` started over it as a subprocess (the tests in tests/serve).
 
 `fill(home)` runs, as subprocesses: `thresher demo` (the built-in archive, five kinds);
 `thresher run` of a list served by a `DemoArchive` in this process whose mail is hostile
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import signal
 import socket
+import subprocess
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +26,16 @@ from aiohttp import web
 from cli_proc import Home
 from thresher.archives.demo import DemoArchive
 
-__all__ = ["XSS_LIST", "XSS_MARKERS", "Filled", "HostileSite", "fill", "free_port"]
+__all__ = [
+    "XSS_LIST",
+    "Filled",
+    "HostileSite",
+    "Served",
+    "fill",
+    "free_port",
+    "start_serve",
+    "stop_serve",
+]
 
 XSS_LIST = "xss@lists.example.org"
 # Strings that would run if harvested content were rendered as markup.
@@ -214,3 +227,35 @@ def fill(home: Home) -> Filled:
             home.run("ingest", "run", "--allow-private", "--delay", "0", "--json").stdout
         )
     return Filled(home, crawl, ingest, xss_month)
+
+
+@dataclass
+class Served:
+    url: str  # http://127.0.0.1:PORT/ (with the trailing slash)
+    proc: subprocess.Popen[str]
+    filled: Filled
+
+    def status(self) -> dict[str, Any]:
+        return dict(json.loads(self.filled.home.run("status", "--json").stdout))
+
+
+def start_serve(home: Home, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """`thresher serve --port 0 ARGS` started; its URL, read from its first line."""
+    proc = home.start("serve", "--port", "0", *args)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    found = re.search(r"serving (http://\S+/)", line)
+    if not found:
+        proc.kill()
+        raise AssertionError(f"thresher serve did not start: {line!r} {proc.communicate()}")
+    return proc, found[1]
+
+
+def stop_serve(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
