@@ -12,8 +12,9 @@ mail, threads of a root and its replies (In-Reply-To and References), the search
 rebuilt over them; each list's months with a few short ones and events; a crawl of
 200,000 URLs on 500 hosts; 100,000 ingest requests and results; 50,000 finished jobs.
 Then a real `thresher serve` subprocess answers `--rounds` requests of each page over
-one keep-alive connection, and the p50 and p95 times are printed with whether they are
-within 100 ms.
+one keep-alive connection: the first request's time (which reads the store: aggregate
+pages are then remembered while the store does not change, see thresher.serve.context),
+then p50 and p95 of the rest, and whether p95 is within 100 ms.
 """
 
 from __future__ import annotations
@@ -268,7 +269,7 @@ def main() -> int:
             ("dashboard", "/"),
             ("status JSON", "/api/status"),
             ("list (grid, events)", "/lists/list0"),
-            ("month (threads)", f"/lists/list0/{month}"),
+            ("month (threads)", f"/lists/list0/{meta['months'][len(meta['months']) // 2 + 1]}"),
             ("thread", f"/lists/list0/thread/{reply}"),
             ("message", f"/lists/list0/message/{root}"),
             ("search, rare word", "/search?q=unique123456"),
@@ -280,12 +281,18 @@ def main() -> int:
             ("metrics", "/metrics"),
             ("month as mbox", f"/lists/list0/{month}.mbox"),
         ]
-        total = json.loads(client.get("/api/status")[1])
-        stored = sum(s.get("archive", {}).get("messages", 0) for s in total["sources"])
+        stored = int(
+            sqlite3.connect(f"file:{home / 'thresher.db'}?mode=ro", uri=True)
+            .execute("SELECT count(*) FROM messages")
+            .fetchone()[0]
+        )
         print(f"store: {stored:,} messages; CPU: {_cpu()}; {os.cpu_count()} cores")
-        print(f"{'page':<26} {'p50 ms':>8} {'p95 ms':>8}  within {TARGET_MS:.0f} ms")
+        print(
+            f"{'page':<26} {'first ms':>8} {'p50 ms':>8} {'p95 ms':>8}  within {TARGET_MS:.0f} ms"
+        )
         results = {}
         for name, path in pages:
+            status, _body, first = client.get(path)  # the first asks the store (no cache)
             times = []
             for _ in range(args.rounds):
                 status, _body, ms = client.get(path)
@@ -296,8 +303,9 @@ def main() -> int:
             p50 = statistics.median(times)
             p95 = times[min(len(times) - 1, round(0.95 * (len(times) - 1)))]
             ok = "yes" if p95 <= TARGET_MS else ("p50 only" if p50 <= TARGET_MS else "NO")
-            results[name] = {"p50_ms": round(p50, 1), "p95_ms": round(p95, 1)}
-            print(f"{name:<26} {p50:8.1f} {p95:8.1f}  {ok}", flush=True)
+            results[name] = {"first_ms": round(first, 1), "p50_ms": round(p50, 1),
+                             "p95_ms": round(p95, 1)}  # fmt: skip
+            print(f"{name:<26} {first:8.1f} {p50:8.1f} {p95:8.1f}  {ok}", flush=True)
         (home / "results.json").write_text(json.dumps(results, indent=1))
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -68,7 +68,10 @@ def test_the_api_says_what_the_cli_says(api_served: Served, tmp_path: Path) -> N
         assert page["archive"] == archive
         # Every message is in exactly one thread of its month.
         total = 0
-        for f in page["filed"]:
+        filed = page["filed"] or [
+            {"month": m["month"], "messages": m["stored"]} for m in archive["months"]
+        ]
+        for f in filed:
             month = get(served, f"/api/lists/{name}/{f['month']}")
             assert month["messages"] == f["messages"]
             total += sum(t["size"] for t in month["items"])

@@ -20,7 +20,7 @@ from ..store import Tx
 from . import data
 from .context import Context
 from .metrics import CONTENT_TYPE, collect_metrics
-from .pages import int_param
+from .pages import dashboard_data, int_param
 
 __all__ = ["ENDPOINTS", "EVENT_POLL", "add_api_routes"]
 
@@ -56,20 +56,26 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
         return _json({"endpoints": [{"path": p, "what": w} for p, w in ENDPOINTS]})
 
     async def status(request: web.Request) -> web.Response:
-        now = time.time()
-        d = await ctx.read(lambda tx: data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info))
-        return _json(d["status"])
+        return _json((await dashboard_data(ctx))["status"])
 
     async def list_json(request: web.Request) -> web.Response:
         name = request.match_info["name"]
         before = int_param(request, "before") or None
         now = time.time()
-        return _json(await ctx.read(lambda tx: data.list_page(tx, name, now, before)))
+        return _json(
+            await ctx.read_cached(
+                ("list", name, before), lambda tx: data.list_page(tx, name, now, before)
+            )
+        )
 
     async def month_json(request: web.Request) -> web.Response:
         name, month = request.match_info["name"], request.match_info["month"]
         page = int_param(request, "page", 1)
-        return _json(await ctx.read(lambda tx: data.month_page(tx, name, month, page)))
+        return _json(
+            await ctx.read_cached(
+                ("month", name, month, page), lambda tx: data.month_page(tx, name, month, page)
+            )
+        )
 
     async def thread_json(request: web.Request) -> web.Response:
         name, message = request.match_info["name"], data.number(request.match_info["id"])
@@ -101,7 +107,11 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
     async def ingest(request: web.Request) -> web.Response:
         status_ = request.query.get("status") or None
         after = (request.query.get("after_type", ""), request.query.get("after_url", ""))
-        return _json(await ctx.read(lambda tx: data.ingest_page(tx, status_, after)))
+        return _json(
+            await ctx.read_cached(
+                ("ingest", status_, after), lambda tx: data.ingest_page(tx, status_, after)
+            )
+        )
 
     async def runs(request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -119,7 +129,7 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
         def read(tx: Tx) -> str:
             return collect_metrics(tx, data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info))
 
-        text = await ctx.read(read)
+        text = await ctx.read_cached(("metrics",), read)
         return web.Response(text=text, headers={"Content-Type": CONTENT_TYPE})
 
     async def events(request: web.Request) -> web.StreamResponse:

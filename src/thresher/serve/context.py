@@ -3,8 +3,10 @@ templates, and the headers that make a response safe."""
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,6 +29,11 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+# Pages computed under the same store fingerprint are served again for this long at
+# most (a worker that stops beating changes nothing in the store: it just goes quiet).
+CACHE_SECONDS = 10.0
+CACHE_ENTRIES = 256
 
 # Every page: nothing but this server's own script, styles and fetches; no inline script
 # or style, no plugin, no frame, no form posting elsewhere.
@@ -59,10 +66,36 @@ class Context:
     access: Access
     store_info: dict[str, Any]  # backend, url (password hidden), schema_version
     env: Environment = field(default_factory=environment)
+    _cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def read(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` in a read-only transaction on a store thread."""
         return await self.store.run(fn, write=False)
+
+    async def read_cached(self, key: Hashable, fn: Callable[[Tx], T]) -> T:
+        """`read`, remembered: in the same transaction the store's fingerprint
+        (serve_fingerprint) is read first, and while it and the 10-second period are the
+        same, the page's data is not read again. Why: the aggregate pages (the status's
+        per-list counts, ingest stats) read many rows; a store where nothing moves
+        answers them from memory, one where harvests run recomputes them at most once per
+        change. The data is never changed by the caller."""
+
+        def run(tx: Tx) -> T:
+            fingerprint = tuple((tx.one("serve_fingerprint") or {}).values())
+            full = (key, fingerprint, int(time.time() // CACHE_SECONDS))
+            with self._lock:
+                if full in self._cache:
+                    self._cache.move_to_end(full)
+                    return self._cache[full]  # type: ignore[no-any-return]
+            value = fn(tx)
+            with self._lock:
+                self._cache[full] = value
+                while len(self._cache) > CACHE_ENTRIES:
+                    self._cache.popitem(last=False)
+            return value
+
+        return await self.store.run(run, write=False)
 
     def render(
         self, template: str, nav: str = "", status: int = 200, **values: Any

@@ -202,16 +202,17 @@ def _grid(months: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
 
 def list_page(tx: Tx, name: str, now: float, before: int | None = None) -> dict[str, Any]:
     """A mail archive: its months (as `status --json` gives them), the calendar grid,
-    the months its messages are filed under (a plain mbox files them by Date), its
+    for a plain mbox the months its messages are filed under (by their Date), its
     events (a page before event `before`) and its latest runs."""
     source = named_source(tx, name, ARCHIVE_TYPE_NAMES)
     archive = archive_status(tx, name)
     months = archive["months"]
-    filed = [
-        {"month": r["month"], "messages": int(r["n"])}
-        for r in tx.all("serve_message_months", source=name)
-    ]
+    filed = []
     if any(m["month"] == ALL for m in months):
+        filed = [
+            {"month": r["month"], "messages": int(r["n"])}
+            for r in tx.all("serve_message_months", source=name)
+        ]
         # One file: the grid shows the months its messages fall in, in the file's state.
         whole = next(m for m in months if m["month"] == ALL)
         grid_months = [

@@ -18,7 +18,7 @@ from . import data
 from .charts import Bar, hbars, month_bars
 from .context import Context
 
-__all__ = ["MONTH_NAMES", "add_page_routes", "int_param", "snippet_pieces"]
+__all__ = ["MONTH_NAMES", "add_page_routes", "dashboard_data", "int_param", "snippet_pieces"]
 
 MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _JOB_CSS = {"failed": "bar-bad", "done": "bar-ok", "waiting": "bar-open"}
@@ -45,10 +45,17 @@ def snippet_pieces(snippet: str, matches: list[list[int]]) -> list[tuple[str, bo
     return [p for p in pieces if p[0]]
 
 
+async def dashboard_data(ctx: Context) -> dict[str, Any]:
+    """The dashboard's data (the status and what it adds), remembered per store state."""
+    now = time.time()
+    return await ctx.read_cached(
+        ("dashboard",), lambda tx: data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info)
+    )
+
+
 def add_page_routes(app: web.Application, ctx: Context) -> None:
     async def dashboard(request: web.Request) -> web.Response:
-        now = time.time()
-        d = await ctx.read(lambda tx: data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info))
+        d = await dashboard_data(ctx)
         jobs = [
             Bar(state, n, _JOB_CSS.get(state, "bar")) for state, n in d["status"]["jobs"].items()
         ]
@@ -57,14 +64,12 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
         )
 
     async def lists(request: web.Request) -> web.Response:
-        now = time.time()
-        d = await ctx.read(lambda tx: data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info))
+        d = await dashboard_data(ctx)
         found = [s for s in d["status"]["sources"] if s["type"] in ARCHIVE_TYPE_NAMES]
         return ctx.render("lists.html", "lists", lists=found, extra=d["extra"])
 
     async def crawls(request: web.Request) -> web.Response:
-        now = time.time()
-        d = await ctx.read(lambda tx: data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info))
+        d = await dashboard_data(ctx)
         found = [s for s in d["status"]["sources"] if s["type"] == "web"]
         return ctx.render("crawls.html", "crawls", crawls=found, extra=d["extra"])
 
@@ -72,7 +77,9 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
         name = request.match_info["name"]
         before = int_param(request, "before") or None
         now = time.time()
-        page = await ctx.read(lambda tx: data.list_page(tx, name, now, before))
+        page = await ctx.read_cached(
+            ("list", name, before), lambda tx: data.list_page(tx, name, now, before)
+        )
         bars = []
         for m in page["archive"]["months"]:
             short = max(0, (m["expected"] or 0) - m["stored"])
@@ -98,7 +105,9 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
 
             return await month_mbox(ctx, request, name, month.removesuffix(".mbox"))
         page_no = int_param(request, "page", 1)
-        page = await ctx.read(lambda tx: data.month_page(tx, name, month, page_no))
+        page = await ctx.read_cached(
+            ("month", name, month, page_no), lambda tx: data.month_page(tx, name, month, page_no)
+        )
         return ctx.render("month.html", "lists", p=page)
 
     async def thread_page(request: web.Request) -> web.StreamResponse:
@@ -148,7 +157,9 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
     async def ingest_page(request: web.Request) -> web.Response:
         status = request.query.get("status") or None
         after = (request.query.get("after_type", ""), request.query.get("after_url", ""))
-        page = await ctx.read(lambda tx: data.ingest_page(tx, status, after))
+        page = await ctx.read_cached(
+            ("ingest", status, after), lambda tx: data.ingest_page(tx, status, after)
+        )
         bars = [
             Bar(k, v, "bar-ok" if k == "success" else "bar")
             for k, v in page["stats"]["by_status"].items()

@@ -165,9 +165,14 @@ ORDER BY source, kind
 SELECT count(*) AS files, coalesce(sum(size), 0) AS bytes FROM file_meta
 
 -- name: serve_fingerprint
--- What changes when anything on the dashboard does: a server-sent event goes out when
--- this row does (cheap: indexed maxima and the small workers table).
+-- What changes when anything a page shows does: a server-sent event goes out when this
+-- row does, and pages computed under an equal row are served again (thresher.serve.
+-- context). Messages, crawl URLs and ingest results are only written by jobs, whose
+-- workers beat while they run. Cheap: indexed maxima and small tables.
 SELECT (SELECT max(id) FROM source_runs) AS runs,
+       (SELECT count(*) FROM sources) AS sources,
+       (SELECT max(updated) FROM sources) AS sources_updated,
+       (SELECT max(id) FROM ingest_requests) AS requests,
        (SELECT count(*) FROM source_runs WHERE outcome = 'running') AS running,
        (SELECT max(heartbeat) FROM workers) AS heartbeat,
        (SELECT max(updated) FROM crawl_runs) AS crawled,
