@@ -30,7 +30,7 @@ from .run import run_plan
 if TYPE_CHECKING:
     from ..archives.demo import DemoArchive
 
-__all__ = ["DEMO_LIST", "demo_command"]
+__all__ = ["DEMO_LIST", "SERVE_HINT", "demo_command"]
 
 DEMO_LIST = "demo@lists.example.org"
 _MONTHS = 12
@@ -44,6 +44,9 @@ _MONTH_FILE = {
     "hyperkitty": re.compile(r"/export/"),
     "mbox": re.compile(r"/mbox/[^/]+\.mbox"),
 }
+
+# The demo's last line: where to look at what it harvested.
+SERVE_HINT = "Browse it: run 'thresher serve', then open http://127.0.0.1:8800/ in a browser"
 
 # The demo archive runs on loopback, which sources may not fetch unless they say so,
 # and it is ours: no need to wait between requests.
@@ -134,6 +137,7 @@ def demo_command(app: App, port: int) -> None:
         " 'thresher search release', 'thresher export demo-ponymail --format mbox',"
         " 'thresher status'"
     )
+    click.echo(SERVE_HINT)
     if any(s.outcome != "ok" for s in outcomes.values()):
         raise SourceError("a demo source failed or is incomplete: see 'thresher status'")
 

@@ -21,6 +21,7 @@ from .export import export_command
 from .ingest import ingest_group
 from .run import run_command
 from .search import search_command
+from .serve import serve_command
 from .source import source_group
 from .status import status_command
 from .worker import worker_command
@@ -67,6 +68,7 @@ cli.add_command(run_command)
 cli.add_command(status_command)
 cli.add_command(export_command)
 cli.add_command(search_command)
+cli.add_command(serve_command)
 cli.add_command(ingest_group)
 cli.add_command(worker_command)
 
