@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..archives.harvest import Decision, decide
-from ..archives.kinds import BUILTIN, ArchiveKind, Got
+from ..archives.kinds import BUILTIN, ArchiveKind, Got, PageMissing
 from ..archives.mbox import RawMessage
 from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
 from ..archives.rows import parse_rows
@@ -126,6 +126,8 @@ class _JobPort:
         got = await self.get(url, headers)
         if got.status == 304 and kept is not None:
             return bytes(kept["body"])
+        if got.status in (404, 410):
+            raise PageMissing(f"{url}: HTTP {got.status}")
         got.check(url)
         if got.status != 200:
             raise PermanentError(f"{url}: HTTP {got.status}")

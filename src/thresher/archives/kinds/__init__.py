@@ -13,7 +13,7 @@ one module.
 from __future__ import annotations
 
 from ..units import Month, Unit
-from .base import ArchiveIndexError, ArchiveKind, Got, Harvest, Listing, Port
+from .base import ArchiveIndexError, ArchiveKind, Got, Harvest, Listing, PageMissing, Port
 from .files import FileKind
 from .hyperkitty import (
     HyperKitty,
@@ -27,6 +27,7 @@ from .hyperkitty import (
     parse_hyperkitty_list,
 )
 from .mbox import Mbox, mbox_month
+from .mhonarc import MHonArc
 from .modmbox import ModMbox, parse_modmbox_index
 from .pipermail import Pipermail, parse_pipermail_index, pipermail_index_url
 from .ponymail import (
@@ -48,6 +49,7 @@ __all__ = [
     "HyperKittyPage",
     "Listing",
     "Month",
+    "PageMissing",
     "Port",
     "Unit",
     "hyperkitty_emails_url",
@@ -73,6 +75,7 @@ BUILTIN: tuple[ArchiveKind, ...] = (
     PonyMail(),
     HyperKitty(),
     Mbox(),
+    MHonArc(),
 )
 
 # Their names: the mail source types.

@@ -37,6 +37,7 @@ __all__ = [
     "Got",
     "Harvest",
     "Listing",
+    "PageMissing",
     "Port",
     "dir_url",
     "http_url",
@@ -50,6 +51,10 @@ ADDRESS = re.compile(r"^[^@/\s]+@[^@/\s]+\.[^@/\s]+$")
 
 class ArchiveIndexError(PermanentError):
     """The archive's listing of its units cannot be read."""
+
+
+class PageMissing(ArchiveIndexError):
+    """An index page the archive does not have (404, 410): a kind may look elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +94,8 @@ class Port(Protocol):
     async def listing(self, url: str) -> bytes:
         """An index page, asked for conditionally against the copy kept from the last
         run when the server gave validators (a 304 is read from the store). The new
-        copy is kept when the job's outcome is committed."""
+        copy is kept when the job's outcome is committed. PageMissing for a 404 or a
+        410, PermanentError for other errors."""
         ...
 
     async def stored_keys(self, keys: Sequence[str]) -> set[str]:
