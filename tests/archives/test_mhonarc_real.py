@@ -167,6 +167,33 @@ def test_a_message_removed_from_the_archive_is_kept_and_recorded(
     assert ("missing", "2024-03") in harvester.events()
 
 
+def test_robots_txt_and_private_addresses_are_obeyed(
+    archive: MHonArcList, server: StaticServer, store_url: str, tmp_path: Path
+) -> None:
+    build(archive)
+    (archive.root / "robots.txt").write_text("User-agent: *\nDisallow: /lists/dev/2024/03/\n")
+    harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 20)))
+    harvester.add(server.url("/lists/dev/"), "mhonarc")
+    with pytest.raises(AssertionError, match=r"disallowed by robots\.txt"):
+        harvester.run()
+    assert not [r for r in server.requests if "/2024/03/" in r.path]
+    assert {r["month"] for r in harvester.query("SELECT DISTINCT month FROM messages")} == {
+        "2024-01",
+        "2024-02",
+    }
+
+
+def test_a_private_address_is_refused_unless_allowed(
+    archive: MHonArcList, server: StaticServer, tmp_path: Path
+) -> None:
+    build(archive)
+    harvester = Harvester(f"sqlite:///{tmp_path / 'thresher.db'}", tmp_path, ShiftedClock(0))
+    harvester.add(server.url("/lists/dev/"), "mhonarc", allow_private="false")
+    with pytest.raises(AssertionError, match="private"):
+        harvester.run()
+    assert server.requests == []
+
+
 def test_the_demos_pages_read_back_as_the_real_mhonarcs_do(archive: MHonArcList) -> None:
     """`thresher demo` imitates MHonArc; Thresher reads the same mail from its pages."""
     mail = generate_messages(ADDR, ["2024-01"], 40, seed=9)["2024-01"]
