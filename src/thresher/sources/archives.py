@@ -213,13 +213,11 @@ def _store_rows(
     the unit's stored messages after it. A month's are the messages filed under it, a
     plain mbox's every message of the source; a unit of another kind (a git epoch, a
     range of articles) files its messages by date, and counts what it added itself."""
-    counted_before = 0
-    own = files_by_date(unit) and unit != ALL
-    if own and rows:
+    added = 0
+    if files_by_date(unit) and unit != ALL and rows:
         pairs = sorted({(r["key"], r["norm_sha256"]) for r in rows})
-        counted_before = len(pairs) - _one(
-            tx, "count_pairs_among", source=source, pairs=json.dumps(pairs)
-        )
+        held = _one(tx, "count_pairs_among", source=source, pairs=json.dumps(pairs))
+        added = len(pairs) - held
     if rows:
         after = _one(tx, "last_message_id")
         tx.execute_many("insert_message", rows)
@@ -230,7 +228,7 @@ def _store_rows(
         return _one(tx, "count_source_messages", source=source)
     if valid_month(unit):
         return _one(tx, "count_month_messages", source=source, month=unit)
-    return previous + counted_before
+    return previous + added
 
 
 # --- the root job: what the archive lists, and what to do about each unit ---------------
