@@ -51,6 +51,10 @@ class Numbered(ArchiveKind):
     async def harvest(self, port: Port, unit: Unit, known: Known | None, max_bytes: int) -> Harvest:
         assert unit.expected is not None
         stop = known.stop_offset if known is not None and known.stop_offset is not None else 0
+        if known is not None and stop:
+            # What vouches for everything before the stop sign came back with it (a git
+            # kind would check that its commit is still an ancestor of the new head).
+            assert known.tail_sha256 == f"commit-{stop}", known
         batch: list[RawMessage] = []
         for n in range(stop + 1, unit.expected + 1):
             url = f"{unit.urls[0]}{n}.eml"
@@ -59,7 +63,7 @@ class Numbered(ArchiveKind):
             self.fetched.append(url)
             batch.append(RawMessage(n, got.content))
             if len(batch) == CHECKPOINT:
-                await port.checkpoint(unit.month, unit.urls[0], batch, n)
+                await port.checkpoint(unit.month, unit.urls[0], batch, n, f"commit-{n}")
                 batch = []
                 if self.crash_after is not None and len(self.fetched) >= self.crash_after:
                     self.crash_after = None
@@ -70,6 +74,7 @@ class Numbered(ArchiveKind):
             messages=batch,
             counted=unit.expected,
             stop_offset=unit.expected,
+            tail_sha256=f"commit-{unit.expected}",
         )
 
 

@@ -155,7 +155,12 @@ class _JobPort:
         return await self.ctx.store.run(read, False)
 
     async def checkpoint(
-        self, unit: str, url: str, messages: Sequence[RawMessage], stop_offset: int
+        self,
+        unit: str,
+        url: str,
+        messages: Sequence[RawMessage],
+        stop_offset: int,
+        tail_sha256: str | None = None,
     ) -> None:
         source, job, owner = self.source, self.ctx.job, self.ctx.owner
         now = self.now
@@ -174,6 +179,7 @@ class _JobPort:
                 stored=stored,
                 stop_offset=stop_offset,
                 stop_key=stop_key,
+                tail_sha256=tail_sha256,
                 now=now,
             )
 

@@ -103,9 +103,15 @@ class Port(Protocol):
         ...
 
     async def checkpoint(
-        self, unit: str, url: str, messages: Sequence[RawMessage], stop_offset: int
+        self,
+        unit: str,
+        url: str,
+        messages: Sequence[RawMessage],
+        stop_offset: int,
+        tail_sha256: str | None = None,
     ) -> None:
-        """Store `messages` now, with the unit's stop sign moved to `stop_offset`, in one
+        """Store `messages` now, with the unit's stop sign moved to `stop_offset` (and
+        `tail_sha256`, what vouches for all before it: a git epoch's commit id), in one
         transaction (the job must still hold its lease). For a unit too big for one
         job's outcome (a git epoch, a month of thousands of pages): a crash then costs
         what came after the last checkpoint, never a message stored twice."""

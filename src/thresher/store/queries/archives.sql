@@ -39,14 +39,15 @@ ON CONFLICT (source, month) DO UPDATE SET
 -- of pages): its messages, in the same transaction, and the stop sign just past them.
 -- Counts, validators and the state are the finished job's to write.
 INSERT INTO archive_months (source, month, url, state, stored, stop_offset, stop_key,
-                            fetched_at)
-VALUES (:source, :month, :url, 'open', :stored, :stop_offset, :stop_key, :now)
+                            tail_sha256, fetched_at)
+VALUES (:source, :month, :url, 'open', :stored, :stop_offset, :stop_key, :tail_sha256, :now)
 ON CONFLICT (source, month) DO UPDATE SET
     url = excluded.url,
     state = 'open',
     stored = excluded.stored,
     stop_offset = excluded.stop_offset,
     stop_key = excluded.stop_key,
+    tail_sha256 = excluded.tail_sha256,
     fetched_at = excluded.fetched_at
 
 -- name: check_archive_month
