@@ -10,6 +10,7 @@ store/queries/serve.sql; every query goes through an index and reads a page of r
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +79,7 @@ def number(text: str) -> int:
         raise NotFound(f"not a number: {text!r}") from None
 
 
-def named_source(tx: Tx, name: str, types: tuple[str, ...] | frozenset[str] | None = None) -> Any:
+def named_source(tx: Tx, name: str, types: Collection[str] | None = None) -> Any:
     try:
         source = get_source(tx, name)
     except UsageError:
