@@ -73,7 +73,8 @@ class HostState:
     """One host: its FIFO of ready URLs and when it may next be fetched."""
 
     host: str
-    queue: deque[tuple[str, int, int]] = field(default_factory=deque)  # (url, depth, attempt)
+    # (url, depth, attempt, hop): the hop is a `thresher.frontier.scope.Hop`
+    queue: deque[tuple[str, int, int, int]] = field(default_factory=deque)
     next_allowed: float = 0.0
     parked_until: float = 0.0
     in_flight: int = 0

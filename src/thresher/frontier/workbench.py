@@ -13,6 +13,9 @@ the host's current state and pushed back if it is early. Each host has at most o
 entry; stale ones are recognised by a per-host sequence number and skipped.
 
 URLs are taken as given: canonicalise, check scope and pass them through the sieve first.
+A page requisite (`Hop.EMBED`) goes to the head of its host's queue, as Heritrix
+schedules embeds: a page's images and stylesheets are fetched soon after it (the
+archive holds the page as it looked), before the host's other pages.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 
 from thresher.frontier.canonical import host_of
 from thresher.frontier.politeness import HostState, IpState, Politeness, is_failure
+from thresher.frontier.scope import Hop
 
 __all__ = ["Fetch", "Workbench", "WorkbenchStats"]
 
@@ -40,6 +44,7 @@ class Fetch:
     # on_held) and nothing else moved the host's clock meanwhile.
     host_was_ready_at: float = 0.0
     host_moves: int = 0
+    hop: Hop = Hop.LINK
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class Workbench:
 
     # -- events ---------------------------------------------------------------------------
 
-    def add(self, url: str, depth: int, now: float) -> bool:
+    def add(self, url: str, depth: int, now: float, hop: Hop = Hop.LINK) -> bool:
         """Queue `url`; False if its host already had `max_per_host` URLs.
 
         `now` is not used yet: a URL is ready as soon as it is added. It is taken so that
@@ -88,7 +93,10 @@ class Workbench:
             self.capped += 1
             return False
         state.accepted += 1
-        state.queue.append((url, depth, 1))
+        if hop is Hop.EMBED:
+            state.queue.appendleft((url, depth, 1, hop))
+        else:
+            state.queue.append((url, depth, 1, hop))
         self._queued += 1
         self._schedule(state)
         return True
@@ -149,7 +157,7 @@ class Workbench:
         requeued = False
         if is_failure(status):
             if fetch.attempt < self.policy.max_attempts and not final:
-                state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt + 1))
+                state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt + 1, fetch.hop))
                 self._queued += 1
                 requeued = True
             else:
@@ -167,7 +175,7 @@ class Workbench:
         self._in_flight -= 1
         if state.moves == fetch.host_moves:
             state.next_allowed = fetch.host_was_ready_at
-        state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt))
+        state.queue.appendleft((fetch.url, fetch.depth, fetch.attempt, fetch.hop))
         self._queued += 1
         self._schedule(state)
 
@@ -249,7 +257,7 @@ class Workbench:
         return None if state.ip is None else self._ips[state.ip]
 
     def _start(self, state: HostState, now: float) -> Fetch:
-        url, depth, attempt = state.queue.popleft()
+        url, depth, attempt, hop = state.queue.popleft()
         self._queued -= 1
         self._in_flight += 1
         was_ready_at = state.next_allowed
@@ -258,7 +266,7 @@ class Workbench:
         if ip is not None:
             ip.next_allowed = max(ip.next_allowed, now + self.policy.ip_delay)
         self._schedule(state)
-        return Fetch(url, state.host, depth, attempt, was_ready_at, state.moves)
+        return Fetch(url, state.host, depth, attempt, was_ready_at, state.moves, Hop(hop))
 
     def _push_entry(self, host: str, when: float) -> tuple[float, int, str]:
         self._seq += 1
