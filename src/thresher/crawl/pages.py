@@ -9,18 +9,25 @@ lets the engine commit a batch with the WARC position that covers it.
 
 The writer also remembers the payload digest of every page stored (this crawl's and
 earlier runs'), so a page identical to an earlier one becomes a `revisit` record.
+
+What is read in a 2xx answer, the engine says per exchange: an HTML page's links
+(`follow`) and its requisites (`requisites`: what it embeds, and the URLs inside a
+stylesheet, `thresher.parse.css`), or the URLs a sitemap lists (`sitemap`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..childproc import spawn_pool
-from ..parse import extract_links, is_html
+from ..parse import decode_css, extract_links, is_css, is_html
+from ..parse.css import css_urls
+from ..parse.links import resolver
+from ..parse.sitemaps import Sitemap, read_sitemap
 from ..store.warc import WarcPosition, WarcWriter, payload_digest
 
 __all__ = [
@@ -60,6 +67,9 @@ class Exchange:
     fetched_at: float
     page: bool = False  # a 2xx answer: find its links, and compare its digest
     outlinks: tuple[str, ...] = ()  # what to record as outlinks when not a page
+    follow: bool = True  # a page: read an HTML page (its links; requisites if asked)
+    requisites: bool = False  # a page: read what it embeds (HTML if followed; CSS)
+    sitemap: bool = False  # a page: read it as a sitemap instead
 
 
 @dataclass(frozen=True)
@@ -70,6 +80,8 @@ class Processed:
     duplicate: bool
     filename: str
     offset: int
+    requisites: list[str] = field(default_factory=list)
+    sitemap: Sitemap | None = None
 
 
 class PageWriter:
@@ -87,14 +99,22 @@ class PageWriter:
 
     def process(self, ex: Exchange) -> Processed:
         links: list[str] = []
+        requisites: list[str] = []
+        sitemap: Sitemap | None = None
         nofollow = False
         digest: str | None = None
         earlier: tuple[str, float] | None = None
         if ex.page:
             content = ex.body if ex.content is None else ex.content
-            if is_html(ex.content_type, content):
-                parsed = extract_links(content, ex.url, ex.content_type)
-                links, nofollow = parsed.links, parsed.nofollow
+            if ex.sitemap:
+                sitemap = read_sitemap(content, ex.url)
+            elif ex.follow and is_html(ex.content_type, content):
+                parsed = extract_links(content, ex.url, ex.content_type, requisites=ex.requisites)
+                links, nofollow, requisites = parsed.links, parsed.nofollow, parsed.requisites
+            elif ex.requisites and is_css(ex.content_type, ex.url):
+                resolve = resolver(ex.url)
+                found = (resolve(u) for u in css_urls(decode_css(content, ex.content_type)))
+                requisites = [u for u in found if u is not None]
             digest = payload_digest(ex.body)
             earlier = self.digests.get(digest)
             if earlier is None:
@@ -108,9 +128,18 @@ class PageWriter:
             fetched_at=ex.fetched_at,
             revisit_of=earlier,
             payload_digest=digest,
-            outlinks=links if ex.page else ex.outlinks,
+            outlinks=[*requisites, *links] if ex.page else ex.outlinks,
         )
-        return Processed(links, nofollow, digest, earlier is not None, rec.filename, rec.offset)
+        return Processed(
+            links,
+            nofollow,
+            digest,
+            earlier is not None,
+            rec.filename,
+            rec.offset,
+            requisites,
+            sitemap,
+        )
 
     def sync(self) -> WarcPosition:
         return self.warc.sync()

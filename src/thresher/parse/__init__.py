@@ -9,8 +9,11 @@ and both take whatever a server sends: they never raise.
 - `thresher.parse.charset`: bytes to text, choosing the encoding as browsers do
   (`decode_text`: byte order mark, Content-Type charset, ``<meta>`` prescan, UTF-8,
   windows-1252; WHATWG labels only).
-- `thresher.parse.links`: `extract_links` (links, base, robots nofollow, title) and
-  `is_html` (Content-Type, or MIME sniffing when the header says nothing).
+- `thresher.parse.links`: `extract_links` (links, base, robots nofollow, title, and on
+  request the page's requisites: `thresher.parse.requisites`) and `is_html`
+  (Content-Type, or MIME sniffing when the header says nothing).
+- `thresher.parse.css`: the URLs a stylesheet loads (`css_urls`), `is_css`, `decode_css`.
+- `thresher.parse.sitemaps`: sitemaps (XML, text, gzip) and robots.txt ``Sitemap:`` lines.
 
 Cost, measured with ``python3 tests/parse/bench_links.py`` on this project's 2-core
 machine (selectolax 1.0.2, Python 3.11), quiet; fastest batch, in µs per page:
@@ -44,14 +47,18 @@ from thresher.parse.charset import (
     encoding_from_document,
     lookup_label,
 )
+from thresher.parse.css import css_urls, decode_css, is_css
 from thresher.parse.links import Page, extract_links, is_html
 
 __all__ = [
     "Page",
+    "css_urls",
+    "decode_css",
     "decode_text",
     "encoding_from_content_type",
     "encoding_from_document",
     "extract_links",
+    "is_css",
     "is_html",
     "lookup_label",
 ]

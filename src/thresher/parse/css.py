@@ -27,8 +27,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from urllib.parse import urlsplit
 
-__all__ = ["css_urls", "unescape"]
+from thresher.parse.charset import encoding_from_content_type, lookup_label
+
+__all__ = ["css_urls", "decode_css", "is_css", "unescape"]
 
 _WS = "[ \t\n\r\f]"
 # An escape: up to six hex digits and one whitespace after them, or any one character
@@ -186,3 +189,42 @@ def _css_urls(text: str) -> list[str]:
             seen.add(url)
             out.append(url)
     return out
+
+
+# Types that say nothing, so the URL's extension decides.
+_VAGUE_TYPES = frozenset({"", "text/plain", "application/octet-stream", "unknown/unknown", "*/*"})
+_CHARSET_RULE_RE = re.compile(rb'@charset "([^"]{1,40})";')
+
+
+def is_css(content_type: str | None, url: str) -> bool:
+    """Whether a response is a stylesheet: ``text/css``, or a vague type (or none) for a
+    URL whose path ends in ``.css`` (servers without the type for it still exist)."""
+    essence = (content_type or "").partition(";")[0].strip(" \t").lower()
+    if essence == "text/css":
+        return True
+    if essence not in _VAGUE_TYPES:
+        return False
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return False
+    return path.lower().endswith(".css")
+
+
+def decode_css(body: bytes, content_type: str | None) -> str:
+    """A stylesheet's text, decoded as CSS Syntax says: a byte order mark, else the
+    Content-Type charset, else an ``@charset`` rule, else UTF-8 (errors replaced)."""
+    if body.startswith(b"\xef\xbb\xbf"):
+        return body[3:].decode("utf-8", "replace")
+    if body.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return body.decode("utf-16", "replace")
+    encoding = encoding_from_content_type(content_type) if content_type else None
+    if encoding is None:
+        rule = _CHARSET_RULE_RE.match(body)
+        encoding = lookup_label(rule.group(1).decode("ascii", "replace")) if rule else None
+        if encoding is not None and encoding.startswith("utf-16"):
+            encoding = "utf-8"  # an ASCII @charset cannot be right about UTF-16
+    try:
+        return body.decode(encoding or "utf-8", "replace")
+    except LookupError:
+        return body.decode("utf-8", "replace")

@@ -146,7 +146,17 @@ def _local(tag: object) -> str:
     return tag.rpartition("}")[2] if isinstance(tag, str) else ""
 
 
+_ROOT_START_RE = re.compile(rb"<[A-Za-z_]")
+
+
 def _read_xml(first: bytes, rest: Iterator[bytes], resolve: _Resolve, sitemap: Sitemap) -> None:
+    # A DOCTYPE is refused before lxml reads it (lxml would refuse an entity bomb too,
+    # but with a message about amplification); the root element's docinfo is checked
+    # again below, for a prolog longer than the first chunk.
+    root_start = _ROOT_START_RE.search(first)
+    if b"<!DOCTYPE" in (first if root_start is None else first[: root_start.start()]).upper():
+        sitemap.error = "refused: a sitemap has no DOCTYPE"
+        return
     parser = etree.XMLPullParser(
         events=("end",),
         tag=("{*}url", "{*}sitemap"),
