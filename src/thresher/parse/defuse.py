@@ -48,15 +48,18 @@ _FLATTEN_EMBEDS_RE = re.compile(
     re.IGNORECASE,
 )
 EMBED_MARK = "data-thresher-tag"
-_TAG_REST = r"""((?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+)>"""
+_TAG_REST = r"""(?P<rest>(?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+)>"""
+# The tags that name a resource but are not void, and any other tag that says url(
+# before its end (a style attribute, most likely): one pass renames them.
+_EMBEDDING_TAGS = "video|audio|object|body|table|td|th|image|use"
 _EMBEDDING_TAG_RE = re.compile(
-    rf"<(video|audio|object|body|table|td|th|image|use)(?=[\s/>]){_TAG_REST}", re.IGNORECASE
+    rf"""<(?P<name>(?:{_EMBEDDING_TAGS})(?=[\s/>])
+        |(?!(?:{_KEPT_TAGS}|{_KEPT_VOID_EMBEDS})[\s/>])[a-zA-Z][^\s/>]*(?=[^<>]*?url\())
+    {_TAG_REST}""",
+    re.IGNORECASE | re.VERBOSE,
 )
-# Any other start tag that says url( before its end (a style attribute, most likely).
-_STYLED_TAG_RE = re.compile(
-    rf"<(?!(?:{_KEPT_TAGS}|{_KEPT_VOID_EMBEDS})[\s/>])([a-zA-Z][^\s/>]*)(?=[^<>]*?url\(){_TAG_REST}",
-    re.IGNORECASE,
-)
+# Without "url(" anywhere, the second kind cannot be: a cheaper pass.
+_EMBEDDING_ONLY_RE = re.compile(rf"<(?P<name>{_EMBEDDING_TAGS})(?=[\s/>]){_TAG_REST}", re.I)
 _W = "\t\n\x0c\r "
 _ATTRIBUTE = (
     rf"[{_W}/]*+(=?[^{_W}/>=]++|=)"
@@ -75,8 +78,8 @@ def flatten_tags(text: str, *, embeds: bool = False) -> str:
     `embeds`, the tags that embed a resource are kept, as void elements."""
     if not embeds:
         return _FLATTEN_RE.sub("", text)
-    text = _EMBEDDING_TAG_RE.sub(rf'<wbr {EMBED_MARK}="\1"\2>', text)
-    text = _STYLED_TAG_RE.sub(rf'<wbr {EMBED_MARK}="\1"\2>', text)
+    rename = _EMBEDDING_TAG_RE if "url(" in text or "URL(" in text else _EMBEDDING_ONLY_RE
+    text = rename.sub(rf'<wbr {EMBED_MARK}="\g<name>"\g<rest>>', text)
     return _FLATTEN_EMBEDS_RE.sub("", text)
 
 
