@@ -224,13 +224,18 @@ def test_a_second_crawl_revisits_requisites_conditionally(
     first = crawl(config, [u["home"]], scope="host")
     assert first.report.outcome == "ok"
     site.hits.clear()
+    # Between the runs the CDN's background image changes: fetched again, as what it
+    # was found as (the run knows its URLs' hops from the store).
+    site.pages[u["cdn_bg"]] = Page(body=PNG + b"new", content_type="image/png")
     second = crawl(config, [u["home"]], scope="host")
     assert second.report.outcome == "ok"
     assert set(asked(site).values()) == {1}
     hits: dict[str, Any] = {h.url: h for h in site.hits if h.url in asked(site)}
     assert set(hits) == {u["home"], u["page2"]} | {u[n] for n in REQUISITES}
-    assert all(h.status == (301 if url == u["moved"] else 304) for url, h in hits.items())
-    assert second.run["requisites"] == 0 and second.run["not_modified"] == 18
+    status = {url: 301 if url == u["moved"] else 304 for url in hits}
+    status[u["cdn_bg"]] = 200
+    assert {url: h.status for url, h in hits.items()} == status
+    assert (second.run["pages"], second.run["requisites"], second.run["not_modified"]) == (0, 1, 17)
 
 
 def test_requisites_in_shards(site: SiteServer, store_url: str, tmp_path: Path) -> None:
