@@ -1,0 +1,249 @@
+"""Page requisites end to end: a site whose pages embed images, stylesheets (one with a
+background image on another host), a srcset and scripts, crawled on both stores. The
+server's log proves what was fetched, and the WARC files alone must hold a 200 answer
+for everything the pages need to render."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crawlsite import Page, SiteServer
+from test_crawl import SOURCE, crawl, make_config
+from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
+
+from thresher.parse import css_urls, decode_css, extract_links, is_css, is_html
+
+PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
+
+
+@pytest.fixture
+def site() -> Iterator[SiteServer]:
+    with SiteServer(hosts=2) as s:
+        yield s
+
+
+def build(site: SiteServer) -> dict[str, str]:
+    """The site on host 0 (in scope) with a CDN on host 1 (out of it); names -> URLs."""
+    b, cdn = site.base(0), site.base(1)
+    u = {
+        "home": f"{b}/",
+        "page2": f"{b}/page2.html",
+        "style": f"{b}/style.css",
+        "theme": f"{b}/theme.css",
+        "logo": f"{b}/img/logo.png",
+        "a": f"{b}/img/a.png",
+        "a1x": f"{b}/img/a-1x.png",
+        "h1": f"{b}/img/h1.png",
+        "font": f"{b}/fonts/f.woff2",
+        "bg2": f"{b}/img/bg2.png",
+        "moved": f"{b}/img/moved.png",
+        "icon": f"{b}/favicon.ico",
+        "cdn_bg": f"{cdn}/img/bg.png",
+        "cdn_a2x": f"{cdn}/img/a-2x.png",
+        "cdn_js": f"{cdn}/lib.js",
+        "cdn_extra": f"{cdn}/extra.css",
+        "cdn_p": f"{cdn}/p.png",
+        "cdn_widget": f"{cdn}/widget.html",
+        "cdn_final": f"{cdn}/img/moved-final.png",
+        # Never to be fetched:
+        "cdn_page": f"{cdn}/cdn-page.html",  # a link out of scope
+        "never_page": f"{cdn}/never.html",  # linked from an out-of-scope requisite
+        "never_img": f"{cdn}/never.png",  # embedded in an out-of-scope requisite
+        "private": f"{cdn}/private/x.png",  # disallowed by the CDN's robots.txt
+    }
+    site.robots[site.ips[1]] = "User-agent: *\nDisallow: /private/\n"
+    site.pages[u["home"]] = Page(
+        body=f"""<!doctype html><html><head><title>Home</title>
+<link rel="stylesheet" href="/style.css"><link rel="icon" href="/favicon.ico">
+<script src="{u["cdn_js"]}"></script></head><body>
+<img src="/img/logo.png" alt="logo">
+<img src="/img/a.png" srcset="/img/a-1x.png 1x, {u["cdn_a2x"]} 2x" alt="a">
+<img src="/img/moved.png"><img src="{u["private"]}">
+<object data="{u["cdn_widget"]}"></object>
+<a href="/page2.html">next</a> <a href="{u["cdn_page"]}">elsewhere</a>
+</body></html>""".encode()
+    )
+    site.pages[u["page2"]] = Page(
+        body=f"""<!doctype html><html><head><title>Two</title>
+<link rel="stylesheet" href="/style.css"><style>@import url({u["cdn_extra"]});</style>
+</head><body><img src="/img/logo.png"><div style="background: url('/img/bg2.png')">x</div>
+<a href="/">home</a></body></html>""".encode()
+    )
+    css = "text/css"
+    site.pages[u["style"]] = Page(
+        body=f"""@import "theme.css";
+body {{ background: #fff url({u["cdn_bg"]}) no-repeat }}
+@font-face {{ font-family: F; src: url(/fonts/f.woff2) format("woff2") }}""".encode(),
+        content_type=css,
+    )
+    site.pages[u["theme"]] = Page(body=b"h1 { background: url(img/h1.png) }", content_type=css)
+    site.pages[u["cdn_extra"]] = Page(body=b"p { background: url(p.png) }", content_type=css)
+    site.pages[u["cdn_js"]] = Page(body=b"console.log('hi')", content_type="text/javascript")
+    site.pages[u["cdn_widget"]] = Page(
+        body=f'<p><a href="{u["never_page"]}">x</a><img src="{u["never_img"]}"></p>'.encode()
+    )
+    site.pages[u["moved"]] = Page(status=301, headers={"Location": u["cdn_final"]})
+    for name in ("logo", "a", "a1x", "h1", "bg2", "icon", "cdn_bg", "cdn_a2x", "cdn_p"):
+        site.pages[u[name]] = Page(body=PNG + name.encode(), content_type="image/png")
+    site.pages[u["cdn_final"]] = Page(body=PNG + b"final", content_type="image/png")
+    site.pages[u["font"]] = Page(body=b"wOF2" + bytes(32), content_type="font/woff2")
+    for name in ("cdn_page", "never_page"):
+        site.pages[u[name]] = Page(body=b"<p>not to be crawled</p>")
+    site.pages[u["never_img"]] = Page(body=PNG, content_type="image/png")
+    site.pages[u["private"]] = Page(body=PNG, content_type="image/png")
+    return u
+
+
+REQUISITES = [
+    "style", "theme", "logo", "a", "a1x", "h1", "font", "bg2", "moved", "icon", "cdn_bg",
+    "cdn_a2x", "cdn_js", "cdn_extra", "cdn_p", "cdn_widget", "cdn_final",
+]  # fmt: skip
+
+
+def asked(site: SiteServer) -> dict[str, int]:
+    """Requests per URL but robots.txt and the /sitemap.xml every seed host is asked for
+    (a 404 here: test_crawl_sitemaps has sitemaps)."""
+    return {u: n for u, n in site.hit_counts().items() if not u.endswith("/sitemap.xml")}
+
+
+def records(home: Path) -> dict[str, tuple[int, dict[str, str], bytes]]:
+    """URL -> (status, headers, body) of every response record of the crawl's WARC files."""
+    out: dict[str, tuple[int, dict[str, str], bytes]] = {}
+    for path in sorted((home / "warc" / SOURCE).glob("*.warc.gz")):
+        with path.open("rb") as f:
+            for rec in ArchiveIterator(f):
+                if rec.rec_type == "response":
+                    uri = rec.rec_headers.get_header("WARC-Target-URI")
+                    headers = {k.lower(): v for k, v in rec.http_headers.headers}
+                    status = int(rec.http_headers.get_statuscode())
+                    out[uri] = (status, headers, rec.content_stream().read())
+    return out
+
+
+def replay_gaps(
+    archive: dict[str, tuple[int, dict[str, str], bytes]], pages: list[str]
+) -> list[str]:
+    """What `pages` need to render that the archive cannot answer with a 200, following
+    redirects and stylesheets' own URLs, as a replay of the WARC files alone would."""
+    missing: list[str] = []
+    todo: list[str] = []
+    for page in pages:
+        status, headers, body = archive[page]
+        assert status == 200 and is_html(headers.get("content-type"), body)
+        todo += extract_links(body, page, headers.get("content-type"), requisites=True).requisites
+    seen: set[str] = set()
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        answer = archive.get(url)
+        if answer is None:
+            missing.append(url)
+            continue
+        status, headers, body = answer
+        if 300 <= status < 400:
+            todo.append(headers["location"])
+        elif status != 200:
+            missing.append(url)
+        elif is_css(headers.get("content-type"), url):
+            text = decode_css(body, headers.get("content-type"))
+            todo += [link for link in (_join(url, raw) for raw in css_urls(text)) if link]
+    return missing
+
+
+def _join(base: str, raw: str) -> str | None:
+    from thresher.parse.links import resolver
+
+    return resolver(base)(raw)
+
+
+def test_requisites_are_fetched_once_and_replay_from_the_warc_files(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    u = build(site)
+    c = crawl(make_config(store_url, tmp_path), [u["home"]], scope="host")
+    assert c.report.outcome == "ok", c.report.error
+
+    hits = asked(site)
+    wanted = {u["home"], u["page2"], *(u[n] for n in REQUISITES)}
+    assert set(hits) == wanted  # nothing else: not the CDN's links, nor its page's embeds
+    assert set(hits.values()) == {1}  # each once, the stylesheet and logo of two pages too
+    # robots.txt of both hosts, and the CDN's Disallow obeyed for a requisite too.
+    robots = sorted(h.url for h in site.hits if h.url.endswith("/robots.txt"))
+    assert robots == [f"{site.base(0)}/robots.txt", f"{site.base(1)}/robots.txt"]
+    assert c.urls[u["private"]]["state"] == "robots"
+
+    # Counted apart: two pages; every requisite but the redirect stored with a 2xx.
+    assert (c.run["pages"], c.run["requisites"], c.run["redirects"]) == (2, 16, 1)
+    assert c.result["requisites"] == 16 and c.result["pages"] == 2
+    assert c.run["errors"] == 0
+    hops = {url: row["hop"] for url, row in c.urls.items()}
+    assert {hops[u[n]] for n in REQUISITES} == {1}
+    assert hops[u["home"]] == hops[u["page2"]] == 0
+    assert c.urls[u["cdn_bg"]]["depth"] == 0  # the home page's depth: no hop counted
+
+    archive = records(tmp_path)
+    for name in REQUISITES:
+        status = archive[u[name]][0]
+        assert status == (301 if name == "moved" else 200), name
+    # Everything replays but the image the CDN's robots.txt forbade.
+    assert replay_gaps(archive, [u["home"], u["page2"]]) == [u["private"]]
+
+
+def test_requisites_do_not_count_against_max_depth(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    u = build(site)
+    c = crawl(make_config(store_url, tmp_path), [u["home"]], scope="host", max_depth="0")
+    assert c.report.outcome == "ok", c.report.error
+    hits = set(asked(site))
+    assert u["page2"] not in hits  # a link: one hop too far
+    home_needs = set(REQUISITES) - {"bg2", "cdn_extra", "cdn_p"}  # those are page2's
+    assert hits == {u["home"], *(u[n] for n in home_needs)}
+    assert replay_gaps(records(tmp_path), [u["home"]]) == [u["private"]]
+
+
+def test_no_requisites(site: SiteServer, store_url: str, tmp_path: Path) -> None:
+    u = build(site)
+    c = crawl(make_config(store_url, tmp_path), [u["home"]], scope="host", requisites="false")
+    assert c.report.outcome == "ok", c.report.error
+    # Stylesheets and icons are links then, followed only in scope; nothing else embedded.
+    assert set(asked(site)) == {u["home"], u["page2"], u["style"], u["icon"]}
+    assert c.run["requisites"] == 0
+
+
+def test_a_second_crawl_revisits_requisites_conditionally(
+    site: SiteServer, store_url: str, tmp_path: Path
+) -> None:
+    u = build(site)
+    config = make_config(store_url, tmp_path)
+    first = crawl(config, [u["home"]], scope="host")
+    assert first.report.outcome == "ok"
+    site.hits.clear()
+    # Between the runs the CDN's background image changes: fetched again, as what it
+    # was found as (the run knows its URLs' hops from the store).
+    site.pages[u["cdn_bg"]] = Page(body=PNG + b"new", content_type="image/png")
+    second = crawl(config, [u["home"]], scope="host")
+    assert second.report.outcome == "ok"
+    assert set(asked(site).values()) == {1}
+    hits: dict[str, Any] = {h.url: h for h in site.hits if h.url in asked(site)}
+    assert set(hits) == {u["home"], u["page2"]} | {u[n] for n in REQUISITES}
+    status = {url: 301 if url == u["moved"] else 304 for url in hits}
+    status[u["cdn_bg"]] = 200
+    assert {url: h.status for url, h in hits.items()} == status
+    assert (second.run["pages"], second.run["requisites"], second.run["not_modified"]) == (0, 1, 17)
+
+
+def test_requisites_in_shards(site: SiteServer, store_url: str, tmp_path: Path) -> None:
+    """The CDN is another shard's host: its requisites are sent there as requisites."""
+    u = build(site)
+    c = crawl(make_config(store_url, tmp_path), [u["home"]], scope="host", shards="2")
+    assert c.report.outcome == "ok", c.report.error
+    assert set(asked(site)) == {u["home"], u["page2"], *(u[n] for n in REQUISITES)}
+    assert set(asked(site).values()) == {1}
+    assert (c.run["pages"], c.run["requisites"]) == (2, 16)
+    assert replay_gaps(records(tmp_path), [u["home"], u["page2"]]) == [u["private"]]
