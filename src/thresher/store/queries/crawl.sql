@@ -98,7 +98,7 @@ WHERE crawl_urls.source = :source AND crawl_urls.hash = f.hash
 
 -- name: crawl_url_states
 SELECT url, depth, hop, lastmod, state, status, error, fetched_run, digest, warc_file,
-       warc_offset
+       warc_offset, capture_uri, capture_date, capture_id
 FROM crawl_urls WHERE source = :source ORDER BY seq
 
 -- name: open_crawl_run
