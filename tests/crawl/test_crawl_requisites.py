@@ -5,6 +5,7 @@ for everything the pages need to render."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 
 from thresher.parse import css_urls, decode_css, extract_links, is_css, is_html
 from thresher.store.warc import NOT_MODIFIED_PROFILE
+from wayback import get, wayback
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))
 
@@ -339,3 +341,96 @@ def test_requisites_and_sitemap_entries_are_fetched_as_written(
     # The records are under the URLs as fetched. The second spelling of the image is
     # under the first (a replay tool finds it by its own canonical key: see the pywb test).
     assert replay_gaps(records(tmp_path), [u["home"]]) == [f"{b}/img/q.png?a=2&z=1"]
+
+
+@pytest.mark.slow
+def test_the_page_replays_through_pywb_from_the_warc_files_alone(
+    site: SiteServer, store_url: str, tmp_path: Path, pywb_bin: Path
+) -> None:
+    """pywb, given only the WARC files, replays the page as a browser would load it:
+    every requisite named by the page pywb serves, and by the stylesheets it serves, is
+    answered 200 (redirects followed), but the image robots.txt kept us from. A second
+    spelling of an image (fetched once, as first written) replays too."""
+    u = build(site)
+    b = site.base(0)
+    spelled = f"{b}/img/a.png?v=1&w=2"
+    home = site.pages[u["home"]]
+    site.pages[u["home"]] = Page(
+        body=home.body.replace(
+            b"</body>", b'<img src="/img/a.png?v=1&amp;w=2"><img src="/img/a.png?w=2&v=1"></body>'
+        )
+    )
+    site.pages[spelled] = Page(body=PNG + b"spelled", content_type="image/png")
+    c = crawl(make_config(store_url, tmp_path), [u["home"]], scope="host")
+    assert c.report.outcome == "ok", c.report.error
+    assert asked(site)[spelled] == 1 and f"{b}/img/a.png?w=2&v=1" not in asked(site)
+
+    warc_dir = tmp_path / "warc" / SOURCE
+    folder = tmp_path / "replay"
+    folder.mkdir()
+    (folder / "config.yaml").write_text(
+        f"collections:\n  site:\n    index_paths: {warc_dir}\n    archive_paths: {warc_dir}/\n"
+    )
+    site.hits.clear()
+    with wayback(pywb_bin, folder) as base:
+        coll = f"{base}/site"
+        # As archived (id_): the page, and each requisite with its own status and bytes.
+        reply = get(f"{coll}/id_/{u['home']}")
+        assert (reply.status, reply.body) == (200, site.pages[u["home"]].body)
+        for name in REQUISITES:
+            reply = get(f"{coll}/id_/{u[name]}")
+            page = site.pages[u[name]]
+            assert (reply.status, reply.body) == (page.status, page.body), name
+        reply = get(f"{coll}/id_/{b}/img/a.png?w=2&v=1")
+        assert (reply.status, reply.body) == (200, PNG + b"spelled")
+
+        # As a browser loads it: pywb's rewritten page (mp_: the frame's content), and what
+        # it names.
+        page_url = f"{coll}/mp_/{u['home']}"
+        reply = get(page_url)
+        assert reply.status == 200 and is_html(reply.headers.get("content-type"), reply.body)
+        todo = extract_links(reply.body, page_url, reply.headers["content-type"], requisites=True)
+        unanswered = pywb_gaps(coll, todo.requisites)
+    assert unanswered == [u["private"]]
+    assert not site.hits  # the live site was not asked for anything
+
+
+_REPLAYED_RE = re.compile(r"/site/[0-9]*(?:[a-z]{2}_)?/(https?://.*)")
+
+
+def pywb_gaps(coll: str, urls: list[str]) -> list[str]:
+    """The original URLs of the replay URLs `urls` (and of what replayed stylesheets
+    load) that pywb does not answer 200, redirects followed. pywb's own scripts (not
+    under the collection) are left out."""
+    missing: list[str] = []
+    todo = [url for url in urls if url.startswith(coll + "/")]
+    seen: set[str] = set()
+    while todo:
+        url = todo.pop()
+        if url in seen:
+            continue
+        seen.add(url)
+        reply = get(url)
+        for _ in range(5):
+            if not 300 <= reply.status < 400:
+                break
+            reply = get(_join(url, reply.headers["location"]) or "")
+        if reply.status != 200:
+            match = _REPLAYED_RE.search(url)
+            missing.append(match.group(1) if match else url)
+        elif is_css(reply.headers.get("content-type"), url):
+            text = decode_css(reply.body, reply.headers.get("content-type"))
+            found = (_join(url, raw) for raw in css_urls(text))
+            todo += [link for link in found if link and link.startswith(coll + "/")]
+    return sorted(missing)
+
+
+def test_requisites_in_shards(site: SiteServer, store_url: str, tmp_path: Path) -> None:
+    """The CDN is another shard's host: its requisites are sent there as requisites."""
+    u = build(site)
+    c = crawl(make_config(store_url, tmp_path), [u["home"]], scope="host", shards="2")
+    assert c.report.outcome == "ok", c.report.error
+    assert set(asked(site)) == {u["home"], u["page2"], *(u[n] for n in REQUISITES)}
+    assert set(asked(site).values()) == {1}
+    assert (c.run["pages"], c.run["requisites"]) == (2, 16)
+    assert replay_gaps(records(tmp_path), [u["home"], u["page2"]]) == [u["private"]]
