@@ -104,10 +104,6 @@ class Scope:
             return False
         return self.allows_canonical(canon, depth)
 
-    def admits(self, canon: str, depth: int, hop: Hop) -> bool:
-        """Whether a canonical URL reached by `hop` at `depth` is fetched at all."""
-        return hop is not Hop.LINK or self.allows_canonical(canon, depth)
-
     def allows_canonical(self, canon: str, depth: int = 0) -> bool:
         """`allows` for a URL already in canonical form (the crawler's hot path)."""
         if self.max_depth is not None and depth > self.max_depth:
