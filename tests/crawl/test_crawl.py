@@ -292,6 +292,7 @@ def test_private_addresses_are_refused_by_default(
     assert not site.hits  # not even robots.txt was asked for
     assert c.run["pages"] == 0
     assert c.run["errors"] == 1  # the seed (its /sitemap.xml is refused too, not counted)
+    assert c.result["error_reasons"] == {"address refused": 1}  # nor among the reasons
     for row in c.urls.values():
         assert row["state"] == "error" and "private" in (row["error"] or "").lower()
 
