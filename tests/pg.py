@@ -33,10 +33,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _free_bytes(path: str) -> int:
+    try:
+        if not os.access(path, os.W_OK):
+            return 0
+        stat = os.statvfs(path)
+    except OSError:
+        return 0
+    return stat.f_bavail * stat.f_frsize
+
+
 class PgServer:
     def __init__(self, bindir: Path) -> None:
         self.bindir = bindir
-        self.dir = Path(tempfile.mkdtemp(prefix="thresher-pg-"))
+        # In memory where there is a roomy tmpfs (a container's may be 64 MB): a test
+        # suite's databases are written and thrown away, never read back after the run.
+        where = "/dev/shm" if _free_bytes("/dev/shm") > 4 << 30 else None
+        self.dir = Path(tempfile.mkdtemp(prefix="thresher-pg-", dir=where))
         self.data = self.dir / "data"
         self.port = _free_port()
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
