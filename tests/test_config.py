@@ -40,11 +40,18 @@ def test_config_is_frozen() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("workers = 0\n", "workers must be from 1 to 1024"),
-        ("workers = 1000000\n", "workers must be from 1 to 1024"),
-        ("http_timeout = nan\n", "http_timeout must be a finite number"),
-        ("grace_seconds = inf\n", "grace_seconds must be a finite number"),
-        ("grace_seconds = 1e9\n", "grace_seconds must be from 0 to 86400"),
+        ("workers = 0\n", "workers = 0 must be from 1 to 1024"),
+        ("workers = 1000000\n", "workers = 1000000 must be from 1 to 1024"),
+        ("http_timeout = nan\n", "http_timeout = nan must be a finite number"),
+        ("http_timeout = -5\n", "http_timeout = -5 must be above 0"),
+        ("http_timeout = 0\n", "http_timeout = 0 must be above 0"),
+        ("delay = -1\n", "delay = -1 must be from 0 to 86400"),
+        ("delay = nan\n", "delay = nan must be a finite number"),
+        ("lease_seconds = 0\n", "lease_seconds = 0 must be above 0"),
+        ("max_attempts = 0\n", "max_attempts = 0 must be from 1"),
+        ("defer_max = -1\n", "defer_max = -1 must be from 0"),
+        ("grace_seconds = inf\n", "grace_seconds = inf must be a finite number"),
+        ("grace_seconds = 1e9\n", "grace_seconds = 1000000000.0 must be from 0 to 86400"),
         ("db = 'mysql://a:S3cr3t@h/d'\n", "not 'mysql://a:\\*\\*\\*@h/d'"),
         ("db = 'host=h password=S3cr3t'\n", "not 'host=h password=\\*\\*\\*'"),
         ("colour = 'red'\n", "unknown setting 'colour'"),
@@ -64,6 +71,37 @@ def test_bad_settings_are_clear_errors(tmp_path: Path, text: str, message: str) 
 def test_bad_environment_value() -> None:
     with pytest.raises(ConfigError, match="THRESHER_WORKERS"):
         load_config({}, {"THRESHER_WORKERS": "four"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("delay", "-1", "delay = '-1' must be from 0 to 86400, not -1"),
+        ("delay", "nan", "delay = 'nan' must be a finite number"),
+        ("delay", "inf", "delay = 'inf' must be a finite number"),
+        ("http_timeout", "-5", "http_timeout = '-5' must be above 0 and at most 86400"),
+        ("read_timeout", "0", "read_timeout = '0' must be above 0"),
+        ("workers", "0", "workers = '0' must be from 1 to 1024"),
+        ("backoff_max", "1e400", "backoff_max = '1e400' must be a finite number"),
+    ],
+)
+def test_every_number_is_checked_where_it_comes_from(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    """The environment, the file and flags alike: each error names where the value came
+    from and what it must be."""
+    env = f"THRESHER_{name.upper()}"
+    with pytest.raises(ConfigError, match=f"^{env}: {message}"):
+        load_config({"home": tmp_path}, {env: value})
+    with pytest.raises(ConfigError, match=f"^--{name.replace('_', '-')}: {message}"):
+        load_config({"home": tmp_path, name: value}, {})
+    (tmp_path / "thresher.toml").write_text(f"{name} = '{value}'\n")
+    with pytest.raises(ConfigError, match=f"thresher.toml: {message}"):
+        load_config({"home": tmp_path}, {})
+
+
+def test_negative_keep_jobs_days_means_for_ever() -> None:
+    assert load_config({}, {"THRESHER_KEEP_JOBS_DAYS": "-1"}).keep_jobs_days == -1
 
 
 def test_every_setting_is_documented() -> None:

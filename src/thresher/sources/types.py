@@ -6,6 +6,7 @@ options it takes. Later capabilities (archives, crawls, ingest lists) add types 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ class Option:
             value = self.kind(raw)
         except ValueError:
             raise SourceError(f"option {name}={raw!r}: expected {self.kind.__name__}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SourceError(f"option {name}={raw!r}: must be a finite number")
         if isinstance(value, int | float) and value < 0:
             raise SourceError(f"option {name}={raw!r}: must not be negative")
         return value
