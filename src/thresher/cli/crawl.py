@@ -138,9 +138,11 @@ def _crawl_progress(source: str) -> Any:
 @click.option(
     "--delay",
     type=limits.seconds(limits.MAX_DELAY),
-    help="Seconds between fetches from a host [1].",
+    help="Seconds between fetches from a host [the delay setting, THRESHER_DELAY: 1].",
 )
-@click.option("--concurrency", type=limits.concurrency(), help="Fetches in flight [16].")
+@click.option(
+    "-c", "--concurrency", type=limits.concurrency(), help="Fetches in flight, in all [16]."
+)
 @click.option(
     "--host-connections", type=limits.concurrency(), help="Fetches in flight per host [1]."
 )
@@ -262,6 +264,6 @@ def crawl_command(
         )
         click.echo(f"WARC files in {folder}")
         if outcome == "interrupted":
-            click.echo("stopped: run the same command again to resume")
+            click.echo("interrupted: what was fetched is committed; resume with the same command")
     if outcome == "failed":
         sys.exit(EXIT_SOURCE_FAILED)

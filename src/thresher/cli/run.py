@@ -184,8 +184,8 @@ def stop_on_signals(plan: ExecutionPlan, config: Config) -> Iterator[None]:
         signals += 1
         if signals == 1:
             log.warning(
-                "%s: finishing in-flight jobs (up to %.0f s), then stopping;"
-                " send it again to stop now",
+                "%s: stopping: nothing new starts; what is in flight gets a few seconds"
+                " (at most %.0f s), then is committed; send it again to stop now",
                 signame,
                 config.grace_seconds,
             )

@@ -27,7 +27,7 @@ from typing import Any, TypeVar, cast
 
 from ..clock import Clock
 from ..config import Config
-from ..errors import Deferred, LeaseLost
+from ..errors import Deferred, Interrupted, LeaseLost
 from ..fetch import FetchSettings
 from ..fetch.leases import HostLeases, forget_gone_waiters
 from ..fetch.polite import PoliteFetcher
@@ -429,6 +429,7 @@ class WorkerPool:
             self._fetcher,
             self._get_shared,
             self._leases,
+            self._stopping,
         )
         try:
             if handler is None:
@@ -465,10 +466,16 @@ class WorkerPool:
         error = _describe(exc)
         now = self.clock.now()
         if isinstance(exc, Deferred):
+            # An interrupted job is due again at once: it stopped only because we did.
+            until = now if isinstance(exc, Interrupted) else exc.until
             try:
-                await self.store.run(lambda tx: queue.defer(tx, job, self.owner, exc.until, now))
+                await self.store.run(lambda tx: queue.defer(tx, job, self.owner, until, now))
             except LeaseLost as lost:
                 log.warning("%s", lost)
+                return
+            if isinstance(exc, Interrupted):
+                self.stats.released += 1
+                log.info("job %s handed back: %s", job.key, exc)
                 return
             self.stats.deferred += 1
             log.debug("job %s deferred: %s", job.key, exc)
