@@ -124,6 +124,10 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
         ):
             time.sleep(0.05)
         assert not alive
+        # The run is open and its process gone: `status` says so, on the same machine at
+        # once (the pid is gone), without waiting for a heartbeat to grow old.
+        left = json.loads(home.run("status", "--json").stdout)
+        assert [s["last_run"]["outcome"] for s in left["sources"]] == ["interrupted"]
         done_before = {
             r["url"] for r in home.query("SELECT url FROM crawl_urls WHERE warc_file IS NOT NULL")
         }
@@ -211,6 +215,7 @@ def test_ctrl_c_stops_a_crawl_in_seconds_and_the_rerun_fetches_nothing_twice(
         time.sleep(0.5)
         assert len(site.hits) == hits_before, "nothing is fetched once the command ended"
         first = site.hit_counts()
+        left = json.loads(home.run("status", "--json").stdout)
         rerun = home.run(*args)
         hits = site.hit_counts()
     assert proc.returncode == 0, err
@@ -219,6 +224,9 @@ def test_ctrl_c_stops_a_crawl_in_seconds_and_the_rerun_fetches_nothing_twice(
     last = out.strip().splitlines()[-1]
     assert last.startswith("interrupted:") and "resume with the same command" in last, out
     assert ": interrupted:" in out
+    # Left open, with no process working on it: not `running`.
+    assert [s["last_run"]["outcome"] for s in left["sources"]] == ["interrupted"]
+    assert left["sources"][0]["last_run"]["finished"] is None and not left["workers"]
     assert len(first) < len(expected), "the crawl was stopped half-way"
     assert "ok:" in rerun.stdout
     assert set(hits) == expected

@@ -191,14 +191,23 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
     "--allow-private",
     is_flag=True,
     default=None,
-    help="Also fetch private, loopback and link-local addresses (refused by default).",
+    help="Also fetch private, loopback and link-local addresses (refused by default);"
+    " URLs refused for their address before (blocked-address) are fetched again.",
 )
 @click.option(
     "--blocklist",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A file of more URL substrings never to fetch (one per line; 're:' for a regex).",
 )
-@click.option("-w", "--workers", type=limits.workers(), help="URLs fetched at once [4].")
+@click.option(
+    "-c",
+    "--concurrency",
+    "-w",
+    "--workers",
+    "workers",
+    type=limits.workers(),
+    help="URLs fetched at once (-w/--workers: the old name) [4].",
+)
 @click.option(
     "--detach", is_flag=True, help="Only queue the run: `thresher worker` processes do it."
 )
@@ -230,7 +239,12 @@ def run_command(
     too; an interrupted run resumes with the same command (keeping its selection)."""
     config = app.with_flags(workers=workers)
     options: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
-    options["retry"] = " ".join(parse_statuses(",".join(retry)))
+    retries = parse_statuses(",".join(retry))
+    if flags.get("allow_private") and "blocked-address" not in retries:
+        # URLs refused for their address are what --allow-private is given for: fetched
+        # again without being named (they were marked so by a run without it).
+        retries.append("blocked-address")
+    options["retry"] = " ".join(retries)
     options["force"] = force
     if blocklist is not None:
         options["blocklist"] = str(blocklist.resolve())

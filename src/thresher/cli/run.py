@@ -225,10 +225,13 @@ def _shards_to_start(app: App, names: tuple[str, ...]) -> int:
     "--every", metavar="DURATION", help="Repeat forever, a run every DURATION (1h, 15m, 1d)."
 )
 @click.option(
+    "-c",
+    "--concurrency",
     "-w",
     "--workers",
+    "workers",
     type=limits.workers(),
-    help="Concurrent workers. [env THRESHER_WORKERS; default 4]",
+    help="Jobs run at once (-w/--workers: the old name). [env THRESHER_WORKERS; default 4]",
 )
 @click.option(
     "--grace",

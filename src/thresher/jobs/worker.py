@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
-import socket
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from ..clock import Clock
@@ -32,7 +31,10 @@ from ..fetch import FetchSettings
 from ..fetch.leases import HostLeases, forget_gone_waiters
 from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
-from ..store import Row, Tx
+from ..liveness import BOOT_ID as _BOOT_ID
+from ..liveness import HOST as _HOST
+from ..liveness import is_dead_here
+from ..store import Tx
 from ..store.aio import AsyncStore
 from . import queue
 from .handlers import C, Closable, JobContext, handler_for
@@ -62,39 +64,9 @@ T = TypeVar("T")
 HANDLER_MAX_BODY = 2 * 2**30
 
 
-_HOST = socket.gethostname()
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
-
-
-_BOOT_ID = _boot_id()
-
-
 def make_owner(name: str | None = None) -> str:
+    """A unique lease owner id: the name given (or the host's), this pid and a nonce."""
     return f"{name or _HOST}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def is_dead_here(worker: Row) -> bool:
-    """True for a worker of this machine that is certainly gone: its machine rebooted
-    since, or its process no longer exists. Anything else waits for its lease to expire."""
-    if worker["hostname"] != _HOST or not _BOOT_ID or not worker["boot_id"]:
-        return False
-    if worker["boot_id"] != _BOOT_ID:
-        return True
-    if int(worker["pid"]) == os.getpid():
-        return False
-    try:
-        os.kill(int(worker["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # exists, owned by someone else
-    return False
 
 
 @dataclass
@@ -242,6 +214,10 @@ class WorkerPool:
             boot_id=_BOOT_ID,
             jobs_done=self.stats.done,
             now=now,
+        )
+        # What `status` needs to tell a run worked on from one left open.
+        tx.execute(
+            "set_worker_runs", owner=self.owner, runs=None if self.serve else json.dumps(self.runs)
         )
         if self._leases is not None:
             forget_gone_waiters(tx, now)
