@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .archives.kinds import ARCHIVE_TYPE_NAMES
 from .clock import iso
 from .liveness import is_dead_here
-from .sources import list_sources
-from .sources.archives import ARCHIVE_TYPE_NAMES
+from .sources.directory import list_sources
 from .store import Tx
 
 __all__ = ["archive_status", "collect_status", "iso"]

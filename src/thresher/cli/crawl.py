@@ -37,6 +37,7 @@ from ..store import Row
 from ..store.aio import AsyncStore
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
 
 __all__ = ["crawl_command", "crawl_name"]
@@ -119,7 +120,14 @@ def _crawl_progress(source: str) -> Any:
     return progress
 
 
-@click.command("crawl")
+@click.command(
+    "crawl",
+    short_help=summary("crawl"),
+    epilog=examples(
+        "thresher crawl https://example.org/ --scope domain --max-pages 5000",
+        "thresher crawl https://example.org/blog/ --scope prefix --delay 0.5 -c 32 --json",
+    ),
+)
 @click.argument("seeds", nargs=-1, required=True, metavar="SEED...")
 @click.option(
     "--scope",

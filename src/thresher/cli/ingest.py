@@ -46,6 +46,7 @@ from ..sources import add_source, get_source
 from ..sources.ingest import INGEST_URL, ingest_warc_dir, parse_statuses
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 from .ingest_report import register
 from .run import EXIT_SOURCE_FAILED, run_plan
 
@@ -63,7 +64,14 @@ PLAIN_PROGRESS_SECONDS = 10.0
 Progressed = Callable[[int, LoadReport], None]
 
 
-@click.group("ingest")
+@click.group(
+    "ingest",
+    short_help=summary("ingest"),
+    epilog=examples(
+        "thresher ingest load unpaywall.jsonl.gz --source unpaywall && thresher ingest run",
+        "thresher ingest results --status success -o hits.jsonl",
+    ),
+)
 def ingest_group() -> None:
     """Bulk ingest: URLs that digital libraries say hold the full text of a work."""
 
@@ -104,7 +112,13 @@ def _progress(console: Console | None, path: Path) -> Iterator[Progressed]:
     yield write
 
 
-@ingest_group.command("load")
+@ingest_group.command(
+    "load",
+    epilog=examples(
+        "thresher ingest load unpaywall.jsonl.gz --source unpaywall",
+        "thresher ingest load requests.tsv --json",
+    ),
+)
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option(
     "--source",
@@ -163,7 +177,13 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
         raise damaged
 
 
-@ingest_group.command("run")
+@ingest_group.command(
+    "run",
+    epilog=examples(
+        "thresher ingest run -c 8",
+        "thresher ingest run --type pdf --source unpaywall --retry no-pdf-link --limit 1000",
+    ),
+)
 @click.option(
     "--type", "ingest_type", type=click.Choice(sorted(INGEST_TYPES)), help="Only this type."
 )

@@ -36,6 +36,7 @@ from ..sources.directory import list_sources
 from ..store.aio import AsyncStore
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 
 __all__ = [
     "EXIT_SOURCE_FAILED",
@@ -219,7 +220,11 @@ def _shards_to_start(app: App, names: tuple[str, ...]) -> int:
     return total
 
 
-@click.command("run")
+@click.command(
+    "run",
+    short_help=summary("run"),
+    epilog=examples("thresher run", "thresher run maven-dev nightly --every 1h -c 8"),
+)
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option(
     "--every", metavar="DURATION", help="Repeat forever, a run every DURATION (1h, 15m, 1d)."

@@ -26,6 +26,7 @@ from ..plan import ExecutionPlan
 from ..redact import redact_url
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 from .run import JobCounts, open_async_store, stop_on_signals
 
 __all__ = ["worker_command"]
@@ -59,7 +60,14 @@ async def serve(config: Config, owner: str) -> PoolStats:
         await store.close()
 
 
-@click.command("worker")
+@click.command(
+    "worker",
+    short_help=summary("worker"),
+    epilog=examples(
+        "thresher --db postgresql://harvest@db.internal/thresher worker --name w1 -c 8",
+        "thresher run --detach && thresher worker  # SQLite: a worker on this machine",
+    ),
+)
 @click.option(
     "--db",
     metavar="URL",

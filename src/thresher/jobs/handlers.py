@@ -87,7 +87,9 @@ def register(kind: str) -> Callable[[Handler], Handler]:
 
 def handler_for(kind: str) -> Handler | None:
     # Source types register their handlers when imported.
-    from .. import sources  # noqa: F401
+    from ..sources.types import load_builtin_types
+
+    load_builtin_types()
 
     return _HANDLERS.get(kind)
 

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..archives.harvest import Decision, decide
-from ..archives.kinds import BUILTIN, ArchiveKind, Got, PageMissing
+from ..archives.kinds import ARCHIVE_TYPE_NAMES, BUILTIN, ArchiveKind, Got, PageMissing
 from ..archives.mbox import RawMessage
 from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
 from ..archives.rows import parse_rows
@@ -56,9 +56,6 @@ _COMMON = {
 
 
 _KINDS: dict[str, ArchiveKind] = {}
-
-# The mail source types (`thresher status` reports their units).
-ARCHIVE_TYPE_NAMES: set[str] = set()
 
 
 def register_kind(kind: ArchiveKind) -> SourceType:

@@ -13,7 +13,18 @@ from typing import Any
 
 from ..errors import SourceError
 
-__all__ = ["Option", "SourceType", "all_types", "detect_type", "get_type", "register_type"]
+__all__ = [
+    "Option",
+    "SourceType",
+    "all_types",
+    "detect_type",
+    "get_type",
+    "load_builtin_types",
+    "register_type",
+]
+
+# The modules of the built-in types, each registering its own when imported.
+BUILTIN_MODULES = ("archives", "ingest", "synthetic", "urls", "web")
 
 
 @dataclass(frozen=True)
@@ -69,11 +80,21 @@ def register_type(stype: SourceType) -> SourceType:
     return stype
 
 
+def load_builtin_types() -> None:
+    """Import the built-in types' modules (once): they register their types and jobs."""
+    import importlib
+
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+
+
 def all_types() -> list[SourceType]:
+    load_builtin_types()
     return [_TYPES[k] for k in sorted(_TYPES)]
 
 
 def get_type(name: str) -> SourceType:
+    load_builtin_types()
     try:
         return _TYPES[name]
     except KeyError:
@@ -82,6 +103,7 @@ def get_type(name: str) -> SourceType:
 
 
 def detect_type(url: str) -> SourceType:
+    load_builtin_types()
     for stype in all_types():
         if stype.detect(url):
             return stype

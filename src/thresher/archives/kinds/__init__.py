@@ -39,6 +39,7 @@ from .ponymail import (
 )
 
 __all__ = [
+    "ARCHIVE_TYPE_NAMES",
     "BUILTIN",
     "KINDS",
     "ArchiveIndexError",
@@ -80,3 +81,8 @@ BUILTIN: tuple[ArchiveKind, ...] = (
 
 # Their names: the mail source types.
 KINDS = tuple(kind.name for kind in BUILTIN)
+
+# Every mail source type, these and any kind registered later
+# (`thresher.sources.archives.register_kind`): what `thresher status` reports months of,
+# known here without loading the job machinery.
+ARCHIVE_TYPE_NAMES: set[str] = set(KINDS)
