@@ -191,7 +191,12 @@ def test_source_add_list_show_remove(store_url: str, tmp_path: Path) -> None:
         (["source", "add", "x", "synthetic:", "-o", "colour=red"], 2, "has no option 'colour'"),
         (["source", "add", "bad name!", "synthetic:"], 2, "bad source name"),
         (["run", "--every", "soon"], 2, "bad duration"),
-        (["--db", "postgresql://u@127.0.0.1:1/x", "status"], 3, "cannot connect to PostgreSQL"),
+        (
+            ["--db", "postgresql://u@127.0.0.1:1/x", "status"],
+            3,
+            "cannot connect to PostgreSQL store: connection failed: connection to server at"
+            ' "127.0.0.1", port 1 failed: Connection refused; Is the server running',
+        ),
         (["--db", "mysql://x", "status"], 2, "must be a postgresql:// URL"),
     ],
 )
@@ -345,3 +350,27 @@ def test_a_read_only_store_can_be_read(tmp_path: Path) -> None:
     finally:
         home.path.chmod(0o700)
         (home.path / "thresher.db").chmod(0o600)
+
+
+def test_a_postgresql_url_without_psycopg_says_what_to_install(tmp_path: Path) -> None:
+    """psycopg is the `postgres` extra: SQLite users do without it."""
+    code = (
+        "import sys; sys.modules['psycopg'] = None;"  # as if it were not installed
+        " from thresher.cli.main import main;"
+        " sys.exit(main(['--db', 'postgresql://u@127.0.0.1:1/x', 'status']))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "thresher: error: a PostgreSQL store needs psycopg, which is not installed:"
+        " run pip install 'thresher[postgres]'"
+    )
+    assert (
+        "psycopg"
+        not in Path(__file__)
+        .parents[1]
+        .joinpath("pyproject.toml")
+        .read_text()
+        .split("dependencies = [", 1)[1]
+        .split("]", 1)[0]
+    )

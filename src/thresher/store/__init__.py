@@ -21,6 +21,13 @@ def open_store(url: str, readonly: bool = False) -> Store:
 
         return SQLiteStore(Path(url.removeprefix("sqlite:///")), readonly=readonly)
     if url.startswith(("postgresql://", "postgres://")):
+        try:
+            import psycopg  # noqa: F401  (only to say what is missing)
+        except ImportError:
+            raise ConfigError(
+                "a PostgreSQL store needs psycopg, which is not installed: run"
+                " pip install 'thresher[postgres]'"
+            ) from None
         from .postgres import PostgresStore
 
         return PostgresStore(url, readonly=readonly)
