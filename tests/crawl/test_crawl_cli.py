@@ -262,3 +262,26 @@ def test_crawl_settings_fill_in_from_the_config() -> None:
     # The built-in defaults are the config's: one place says what they are.
     assert CrawlSettings(seeds=("http://h/",)).delay == Config().delay
     assert CrawlSettings(seeds=("http://h/",)).timeout == Config().http_timeout
+
+
+def test_a_crawl_whose_every_address_is_refused_fails_saying_what_to_pass(
+    tmp_path: Path,
+) -> None:
+    """Not "ok: 0 pages", exit 0: failed (exit 4), the reason and the flag to pass; the
+    same command with --allow-private then crawls."""
+    home = Home(tmp_path / "home")
+    with SiteServer(hosts=1) as site:
+        seeds = build_site(site, pages_per_host=3)
+        proc = home.run("crawl", *seeds, "--delay", "0", "--no-progress", check=False)
+        assert not site.hits
+        allowed = json.loads(
+            home.run("crawl", *seeds, "--delay", "0", "--allow-private", "--json").stdout
+        )
+    assert proc.returncode == 4, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert ": failed: 0 pages" in first and "(address refused 1)" in first
+    assert first.endswith(
+        ": refused: loopback address 127.0.0.1; pass --allow-private"
+        " (a source: -o allow_private=true); nothing was fetched (1 URL refused)"
+    )
+    assert allowed["status"] == "ok" and allowed["pages"] > 0

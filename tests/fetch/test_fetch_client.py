@@ -550,7 +550,8 @@ def test_the_socket_guard_stops_what_the_resolver_let_through() -> None:
             with pytest.raises(AddressRefused) as caught:
                 await fetcher.get(url)
             assert str(caught.value) == (
-                f"GET {url}: address 127.0.0.1 is loopback; refused (allow_private is off)"
+                f"GET {url}: refused: loopback address 127.0.0.1; pass --allow-private"
+                " (a source: -o allow_private=true)"
             )
 
     asyncio.run(body())

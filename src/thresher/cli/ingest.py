@@ -332,8 +332,15 @@ def run_command(
         if error:
             click.echo(f"error: {error}")
         if outcome == "interrupted":
-            click.echo("stopped: run the same command again to resume")
-    if outcome == "failed":
+            click.echo("interrupted: what was fetched is committed; resume with the same command")
+    blocked = statuses.get("blocked-address", 0)
+    if blocked:
+        click.echo(
+            f"{blocked} URLs refused: private or loopback addresses; pass --allow-private"
+            " to fetch them (they are fetched again then, without --retry)",
+            err=True,
+        )
+    if outcome == "failed" or (blocked and blocked == urls):  # nothing fetched at all
         sys.exit(EXIT_SOURCE_FAILED)
 
 

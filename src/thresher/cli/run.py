@@ -307,9 +307,14 @@ def run_command(
                     line += f" as run {s.run_id}: `thresher worker` processes will do it"
                 if s.shortfall:
                     line += f"; {s.shortfall} messages the archive counts are not stored"
+                if s.problems:
+                    line += f"; {s.problems}"
                 click.echo(line + (f"; {s.error}" if s.error else ""))
             if report.interrupted:
-                click.echo("stopped: unfinished work stays queued for the next run")
+                click.echo(
+                    "interrupted: what was done is committed, the rest stays queued;"
+                    " resume with the same command"
+                )
         click.echo(f"took {time.time() - started:.1f} s")
     if interval is None and not any(r.interrupted for r in reports):
         if failed:

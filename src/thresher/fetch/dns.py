@@ -26,7 +26,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from thresher.clock import Clock, SystemClock
 from thresher.fetch.errors import AddressRefused, DNSError
-from thresher.fetch.guard import ip_literal, refusal
+from thresher.fetch.guard import ALLOW_HINT, ip_literal, refusal, refused_text
 
 __all__ = ["DNSCache", "GuardedResolver", "Lookup", "system_lookup"]
 
@@ -35,7 +35,6 @@ Lookup = Callable[[str], Awaitable[Sequence[str]]]
 
 _ADDRCONFIG = getattr(socket, "AI_ADDRCONFIG", 0)
 _NUMERIC = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
-_OFF = "allow_private is off"  # says what to change, and that the address is private
 
 
 async def system_lookup(host: str) -> list[str]:
@@ -120,7 +119,7 @@ class DNSCache:
         if not self.allow_private:
             kind = refusal(address)
             if kind is not None:
-                raise AddressRefused(host, f"address {host} is {kind}; refused ({_OFF})")
+                raise AddressRefused(host, refused_text(host, kind))
         return host
 
     @staticmethod
@@ -157,7 +156,7 @@ class DNSCache:
     def _why(host: str, answer: Sequence[str]) -> str:
         shown = ", ".join(f"{a} ({refusal(a)})" for a in answer[:4])
         more = f" and {len(answer) - 4} more" if len(answer) > 4 else ""
-        return f"{host} resolves only to refused addresses: {shown}{more} ({_OFF})"
+        return f"refused: {host} resolves only to refused addresses: {shown}{more}; {ALLOW_HINT}"
 
     def _store(self, key: str, entry: _Entry) -> None:
         entries = self._entries

@@ -39,7 +39,7 @@ from ..frontier.politeness import IpState, is_failure
 from ..frontier.robots import MAX_ROBOTS_BYTES, Site, robots_body
 from .client import Fetcher, FetchSettings
 from .errors import AddressRefused, FetchError, InvalidRequestURL
-from .guard import ip_literal, refusal
+from .guard import ip_literal, refusal, refused_text
 from .leases import HOLD_MARGIN, HostLeases
 from .response import Response
 
@@ -148,9 +148,7 @@ class PoliteFetcher:
             # Refused before robots.txt and the host's turn: no request is made, so the
             # host neither waits nor backs off for it (later URLs of the host would be
             # refused as "host-backoff" instead of this).
-            raise AddressRefused(
-                url, f"address {literal} is {kind}; refused (allow_private is off)"
-            )
+            raise AddressRefused(url, refused_text(literal, kind))
         if self.obey_robots:
             await self._check_robots(url)
         return await self._polite_get(url, headers, max_body)

@@ -203,7 +203,8 @@ def _read_local(path: str, headers: Mapping[str, str]) -> Got:
                 return Got(206, meta, data, len(data))
             data = f.read()
     except FileNotFoundError:
-        return Got(404, {}, b"", 0)
+        # Said as it is: "HTTP 404" sent people looking for a web server.
+        raise PermanentError(f"{path}: no such file") from None
     except OSError as exc:
         raise PermanentError(f"{path}: {exc.strerror or exc}") from None
     return Got(200, meta, data, len(data))

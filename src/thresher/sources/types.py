@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SourceError
+from ..store import Tx
 
 __all__ = [
     "Option",
+    "RunNote",
     "SourceType",
     "all_types",
     "detect_type",
@@ -25,6 +27,16 @@ __all__ = [
 
 # The modules of the built-in types, each registering its own when imported.
 BUILTIN_MODULES = ("archives", "ingest", "synthetic", "urls", "web")
+
+
+@dataclass(frozen=True)
+class RunNote:
+    """What a run whose jobs all succeeded still has to say: `text`, one line; `failed`:
+    the run achieved nothing (every fetch refused), so it is failed with `text` as its
+    error rather than ok."""
+
+    text: str
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -59,6 +71,9 @@ class SourceType:
     options: dict[str, Option] = field(default_factory=dict)
     # Checks the options together (a scope regex that compiles, say), after each parsed.
     check_options: Callable[[str, dict[str, Any]], None] = lambda url, options: None
+    # What a finished run that is otherwise ok should still report (a `urls` run's 404s):
+    # (transaction, source name, when the run started) -> a note, or None.
+    problems: Callable[[Tx, str, float], RunNote | None] = lambda tx, source, since: None
 
     def validate(self, url: str, raw: dict[str, str]) -> tuple[str, dict[str, Any]]:
         unknown = sorted(set(raw) - set(self.options))
