@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cli_proc import Home
+from thresher.plan import SourceReport
 
 PDF = b"%PDF-1.5\n1 0 obj << /Type /Catalog >> endobj\n" + b"x" * 2000
 
@@ -122,3 +123,89 @@ def test_ingest_run_with_allow_private_fetches_what_was_refused(
     summary = json.loads(again.stdout)
     assert summary["statuses"] == {"success": 1}, summary
     assert server.hits == Counter({"/robots.txt": 1, "/paper.pdf": 1})
+
+
+def test_offline_says_so_early_and_gives_up_in_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No name resolves (a machine without a network): a WARNING says "offline?" after a
+    few failed attempts, and each URL's job gives up after its attempts: hosts are not
+    parked for minutes for a name that does not resolve. (No DNS query leaves the
+    machine: the resolver is replaced.)"""
+    import asyncio
+    import socket
+    import time
+
+    from thresher.clock import SystemClock
+    from thresher.config import Config
+    from thresher.fetch import dns
+    from thresher.plan import ExecutionPlan
+    from thresher.sources import add_source
+    from thresher.store.aio import AsyncStore
+
+    asked: Counter[str] = Counter()
+
+    async def offline(host: str) -> list[str]:
+        asked[host] += 1
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(dns, "system_lookup", offline)
+    monkeypatch.setattr(dns, "STREAK", dns.DNSStreak())
+    monkeypatch.setattr("thresher.jobs.worker.STREAK", dns.STREAK)
+    listing = tmp_path / "list.txt"
+    urls = [f"https://{host}.example/{i}" for host in ("a", "b") for i in range(4)]
+    listing.write_text("\n".join(urls) + "\n")
+    config = Config(home=tmp_path, backoff_base=0.05, backoff_max=0.2, max_attempts=3)
+
+    async def run() -> SourceReport:
+        store = await AsyncStore(config.store_url).open()
+        try:
+            options = {"delay": "0"}
+            await store.run(lambda tx: add_source(tx, "u", str(listing), "urls", options, 0))
+            report = await ExecutionPlan(config, store, SystemClock()).run_once()
+            return report.sources[0]
+        finally:
+            await store.close()
+
+    started = time.monotonic()
+    with caplog.at_level("INFO", logger="thresher"):
+        report = asyncio.run(asyncio.wait_for(run(), 120))
+    assert time.monotonic() - started < 60, "a host was parked, or a retry waited long"
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    offline_said = [w for w in warnings if w.startswith("offline? ")]
+    assert offline_said and "DNS failures in a row" in offline_said[0]
+    # Each URL's job failed after its attempts (the next run tries again): the run ends.
+    assert report.outcome == "failed" and report.counts["failed"] >= len(urls)
+    assert report.error is not None and "cannot resolve" in report.error
+    assert asked
+
+
+def test_a_name_that_does_not_resolve_does_not_park_its_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Parking (minutes, doubling) spares a struggling server; a name that does not
+    resolve is our network's or the name's fault: each URL fails at once, and the next
+    URL of the host is tried, not held back (HostBusy) for minutes."""
+    import asyncio
+    import socket
+
+    from thresher.clock import FakeClock
+    from thresher.fetch import DNSError, FetchSettings, dns
+    from thresher.fetch.polite import PoliteFetcher
+    from thresher.frontier import Politeness
+
+    async def offline(host: str) -> list[str]:
+        raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(dns, "system_lookup", offline)
+
+    async def body() -> None:
+        fetcher = PoliteFetcher(
+            FetchSettings(), Politeness(delay=0, ip_delay=0), FakeClock(), robots=False
+        )
+        async with fetcher:
+            for i in range(8):  # parking starts after failures of 3 different URLs
+                with pytest.raises(DNSError):
+                    await fetcher.get(f"https://gone.example/{i}")
+
+    asyncio.run(body())

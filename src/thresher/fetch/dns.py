@@ -19,6 +19,7 @@ those itself and `guard.guarded_socket` checks every address before connecting).
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -35,6 +36,46 @@ Lookup = Callable[[str], Awaitable[Sequence[str]]]
 
 _ADDRCONFIG = getattr(socket, "AI_ADDRCONFIG", 0)
 _NUMERIC = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+
+
+log = logging.getLogger("thresher.fetch")
+
+# Failed lookups in a row, in this process, before it says it may be offline (a WARNING:
+# the retries that follow are INFO lines, and a run of minutes of them said nothing).
+OFFLINE_AFTER = 3
+
+
+class DNSStreak:
+    """Fetches that failed on DNS in a row, in this process: a machine without a network
+    fails them all. The job system counts its jobs' attempts that ended in a DNSError
+    (a lookup failure may be remembered and raised again: robots.txt unreachable); a
+    lookup that succeeds ends the streak. The first time the streak reaches
+    OFFLINE_AFTER, and each time it doubles, it warns."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self._warn_at = OFFLINE_AFTER
+
+    def failed(self, reason: str) -> None:
+        self.failures += 1
+        if self.failures >= self._warn_at:
+            self._warn_at *= 2
+            log.warning(
+                "offline? %d DNS failures in a row (the last: %s): no name resolves, so"
+                " nothing can be fetched; jobs are retried a few times, then fail until"
+                " the next run",
+                self.failures,
+                reason,
+            )
+
+    def succeeded(self) -> None:
+        if self.failures >= OFFLINE_AFTER:
+            log.info("DNS answers again after %d failures in a row", self.failures)
+        self.failures = 0
+        self._warn_at = OFFLINE_AFTER
+
+
+STREAK = DNSStreak()
 
 
 async def system_lookup(host: str) -> list[str]:
@@ -143,6 +184,7 @@ class DNSCache:
             raise DNSError(host, f"cannot resolve {host}: {reason or type(exc).__name__}") from None
         if not answer:
             raise DNSError(host, f"cannot resolve {host}: no addresses")
+        STREAK.succeeded()
         if self.allow_private:
             allowed, refused = tuple(answer), ""
         else:

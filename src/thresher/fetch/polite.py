@@ -38,7 +38,7 @@ from ..frontier import (
 from ..frontier.politeness import IpState, is_failure
 from ..frontier.robots import MAX_ROBOTS_BYTES, Site, robots_body
 from .client import Fetcher, FetchSettings
-from .errors import AddressRefused, FetchError, InvalidRequestURL
+from .errors import AddressRefused, DNSError, FetchError, InvalidRequestURL
 from .guard import ip_literal, refusal, refused_text
 from .leases import HOLD_MARGIN, HostLeases
 from .response import Response
@@ -213,8 +213,10 @@ class PoliteFetcher:
             status, retry_after = resp.status, resp.retry_after
             return resp
         except FetchError as exc:
-            # A refused address, a bad URL, a body too large: not the host failing.
-            if not isinstance(exc, PermanentError):
+            # A refused address, a bad URL, a body too large: not the host failing; nor
+            # is a name that does not resolve (our network, or the name: parking the host
+            # would only hold its jobs back for minutes, past their retries).
+            if not isinstance(exc, PermanentError | DNSError):
                 status = None
             raise
         finally:
@@ -234,7 +236,9 @@ class PoliteFetcher:
         try:
             addresses = await self._fetcher.resolve(hostname)
         except FetchError as exc:
-            if not isinstance(exc, PermanentError):  # a refused address is no failure of it
+            # Neither a refused address nor a name that does not resolve is the host
+            # failing (see _fetch_now).
+            if not isinstance(exc, PermanentError | DNSError):
                 state.on_end(self.policy, self.clock.now(), None, None)
             raise exc.for_url(url) from None
         ip = addresses[0]

@@ -28,6 +28,8 @@ from ..clock import Clock
 from ..config import Config
 from ..errors import Deferred, Interrupted, LeaseLost
 from ..fetch import FetchSettings
+from ..fetch.dns import STREAK
+from ..fetch.errors import DNSError
 from ..fetch.leases import HostLeases, forget_gone_waiters
 from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
@@ -456,6 +458,8 @@ class WorkerPool:
             self.stats.deferred += 1
             log.debug("job %s deferred: %s", job.key, exc)
             return
+        if isinstance(exc, DNSError):
+            STREAK.failed(str(exc))  # offline? says so early, as a warning
         try:
             if is_transient(exc) and not isinstance(exc, LookupError):
                 delay = backoff_delay(
