@@ -8,6 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import settings
 
 import chromium
 from cli_proc import Home
@@ -17,6 +18,12 @@ from thresher.store import Store, open_store
 from wayback import pywb_bin  # noqa: F401  (a fixture for the replay tests)
 
 BACKENDS = ["sqlite", "postgres"]
+
+# No test depends on how fast the machine is: Hypothesis's 200 ms deadline per example
+# failed a property test on a loaded machine (320 ms) that passes alone. Every @given
+# says deadline=None too; this profile covers one that forgets (its settings inherit).
+settings.register_profile("thresher", deadline=None)
+settings.load_profile("thresher")
 
 
 @pytest.fixture(scope="session")
