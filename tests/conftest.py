@@ -25,6 +25,17 @@ BACKENDS = ["sqlite", "postgres"]
 settings.register_profile("thresher", deadline=None)
 settings.load_profile("thresher")
 
+# A test that starts real HyperKitty (Django), pywb or Chromium takes seconds before its
+# first assert: `-m "not slow"` leaves it out (the tests that run long on their own are
+# marked where they are written).
+SLOW_FIXTURES = {"hyperkitty", "pywb_bin", "browser"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def pg_admin_url() -> Iterator[str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -56,3 +58,27 @@ def test_nothing_is_installed_or_downloaded_while_the_tests_run() -> None:
         if pattern.search(line)
     ]
     assert found == []
+
+
+def test_the_quick_subset_starts_no_real_server() -> None:
+    """`pytest -m "not slow"` (the README's quick check) leaves out every test that
+    starts a real HyperKitty, pywb or Chromium, marked by the fixture it uses."""
+    files = [
+        "archives/test_hyperkitty_real.py",
+        "serve/test_serve_browser.py",
+        "store_warc/test_warc_pywb.py",
+        "crawl/test_crawl_requisites.py",
+    ]
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    quick = subprocess.run(
+        [*command, "-m", "not slow", *(str(TESTS / f) for f in files)],
+        capture_output=True,
+        text=True,
+        cwd=TESTS.parent,
+        check=False,
+    )
+    collected = [line for line in quick.stdout.splitlines() if "::" in line]
+    assert quick.returncode == 0, quick.stdout + quick.stderr
+    # The requisites tests that replay through pywb are left out, the others kept.
+    assert collected and all(line.startswith("tests/crawl/") for line in collected)
+    assert not any("pywb" in line for line in collected), collected
