@@ -24,7 +24,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..clock import Clock
-from ..errors import HostBusy, PermanentError, TransientError
+from ..errors import HostBusy, Interrupted, PermanentError, TransientError
 from ..frontier import (
     HostState,
     InvalidURL,
@@ -105,6 +105,7 @@ class PoliteFetcher:
         max_wait: float = 30.0,
         max_defer: float = 3600.0,
         leases: HostLeases | None = None,
+        stopping: asyncio.Event | None = None,
     ) -> None:
         self.settings = settings
         self.policy = politeness
@@ -114,6 +115,9 @@ class PoliteFetcher:
         self.max_defer = max_defer
         # Shared with the other workers of the store; None: this process alone.
         self.leases = leases
+        # Set when the process is stopping (SIGINT, SIGTERM): a GET that has not started
+        # yet (waiting for its host's turn, say) is not started, but handed back.
+        self.stopping = stopping
         self._ips: dict[str, IpState] = {}
         self.robots = RobotsCache(settings.user_agent)
         self._fetcher = Fetcher(settings, clock=clock)
@@ -149,9 +153,14 @@ class PoliteFetcher:
             # host neither waits nor backs off for it (later URLs of the host would be
             # refused as "host-backoff" instead of this).
             raise AddressRefused(url, refused_text(literal, kind))
+        self._not_if_stopping(url)
         if self.obey_robots:
             await self._check_robots(url)
-        return await self._polite_get(url, headers, max_body)
+        return await self._polite_get(url, headers, max_body, stoppable=True)
+
+    def _not_if_stopping(self, url: str) -> None:
+        if self.stopping is not None and self.stopping.is_set():
+            raise Interrupted(f"GET {url}: not started: stopping", self.clock.now())
 
     async def _polite_get(
         self,
@@ -159,7 +168,11 @@ class PoliteFetcher:
         headers: Mapping[str, str] | None,
         max_body: int | None = None,
         truncate: int | None = None,
+        *,
+        stoppable: bool = False,
     ) -> Response:
+        """`stoppable`: not started once the process is stopping (not robots.txt, which
+        a GET already started waits for)."""
         name = host_of(url)
         host = self._hosts.get(name)
         if host is None:
@@ -176,7 +189,7 @@ class PoliteFetcher:
         try:
             async with host.slots:
                 ip, ip_state = await self._ip_of(url, host.state)
-                await self._wait_turn(name, host.state, ip, ip_state)
+                await self._wait_turn(name, host.state, ip, ip_state, url if stoppable else None)
                 host.waiting -= 1
                 waiting = False
                 return await self._fetch_now(url, headers, max_body, host, ip, ip_state, truncate)
@@ -245,11 +258,19 @@ class PoliteFetcher:
         return ip, self._ips.setdefault(ip, IpState())
 
     async def _wait_turn(
-        self, name: str, state: HostState, ip: str | None, ip_state: IpState | None
+        self,
+        name: str,
+        state: HostState,
+        ip: str | None,
+        ip_state: IpState | None,
+        stoppable: str | None = None,
     ) -> None:
-        """Sleep until this process, and the workers sharing the store, let `name` go."""
+        """Sleep until this process, and the workers sharing the store, let `name` go;
+        Interrupted if the process is stopping first (`stoppable`: the URL to say so of)."""
         deadline = self.clock.now() + self.max_wait
         while True:
+            if stoppable is not None:
+                self._not_if_stopping(stoppable)  # before a host lease is taken
             now = self.clock.now()
             wait = state.ready_at(ip_state) - now
             if wait <= 0 and self.leases is not None:

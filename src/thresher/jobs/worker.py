@@ -250,6 +250,7 @@ class WorkerPool:
                 self.clock,
                 max_defer=self.config.defer_max,
                 leases=self._leases,
+                stopping=self._stopping,
             ).__aenter__()
             self._fetchers[key] = fetcher
         return fetcher
