@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .archives.kinds import ARCHIVE_TYPE_NAMES
 from .clock import iso
 from .liveness import is_dead_here
+from .mailtypes import ARCHIVE_TYPE_NAMES
 from .sources.directory import list_sources
 from .store import Tx
 

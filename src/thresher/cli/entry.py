@@ -2,13 +2,12 @@
 
 Everything the commands need is imported inside `entry`, so that a Ctrl-C while Python
 loads them (a second or two on a busy machine) is caught here and ends the program with
-one line, not a KeyboardInterrupt traceback: only the interpreter's own start and this
-module's two lines of imports come before the handler.
+one line, not a KeyboardInterrupt traceback: only the interpreter's own start comes
+before the handler (the `thresher` package imports nothing with itself).
 """
 
 from __future__ import annotations
 
-import signal
 import sys
 
 __all__ = ["EXIT_INTERRUPTED", "entry"]
@@ -29,6 +28,10 @@ def entry() -> int:
         code = EXIT_INTERRUPTED
         sys.stderr.write("thresher: interrupted\n")
     # Done: a Ctrl-C now would only interrupt the interpreter's own exit (joining the
-    # store's threads), with a traceback.
+    # store's threads), with a traceback. (Imported here: `signal` takes longer to
+    # import than the rest of this module, and Python's own handler raises the
+    # KeyboardInterrupt caught above.)
+    import signal
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     return code

@@ -12,6 +12,7 @@ one module.
 
 from __future__ import annotations
 
+from ...mailtypes import ARCHIVE_TYPE_NAMES
 from ..units import Month, Unit
 from .base import ArchiveIndexError, ArchiveKind, Got, Harvest, Listing, PageMissing, Port
 from .files import FileKind
@@ -81,8 +82,3 @@ BUILTIN: tuple[ArchiveKind, ...] = (
 
 # Their names: the mail source types.
 KINDS = tuple(kind.name for kind in BUILTIN)
-
-# Every mail source type, these and any kind registered later
-# (`thresher.sources.archives.register_kind`): what `thresher status` reports months of,
-# known here without loading the job machinery.
-ARCHIVE_TYPE_NAMES: set[str] = set(KINDS)
