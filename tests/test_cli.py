@@ -146,7 +146,11 @@ def test_ctrl_c_while_the_program_loads_prints_no_traceback() -> None:
         _, err = proc.communicate(timeout=60)
         assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
         if proc.returncode != 0:  # else it ended before the signal came
-            assert proc.returncode == 130 and err.strip() == "thresher: interrupted", err
+            # 130, or killed by SIGINT, which a shell shows as 130 too: CPython (3.11,
+            # `python -m` only) sometimes re-sends itself the SIGINT after the program
+            # has caught it and returned 130 (strace: kill(self, SIGINT) at exit).
+            assert proc.returncode in (130, -signal.SIGINT), err
+            assert err.strip() == "thresher: interrupted", err
 
 
 def test_nothing_is_imported_before_the_program_can_catch_ctrl_c() -> None:

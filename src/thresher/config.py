@@ -136,8 +136,15 @@ def _problem(name: str, value: Any) -> str | None:
         return f"must be a finite number, not {value}"
     if least < value <= most or (inclusive and value == least):
         return None
-    shown = "" if math.isinf(least) else f"from {least:g}" if inclusive else f"above {least:g}"
-    return f"must be {shown} {'to' if inclusive else 'and at most'} {most:g}, not {value:g}"
+    shown = (
+        "" if math.isinf(least) else f"from {_num(least)}" if inclusive else f"above {_num(least)}"
+    )
+    return f"must be {shown} {'to' if inclusive else 'and at most'} {_num(most)}, not {_num(value)}"
+
+
+def _num(value: float) -> str:
+    """1000000 as that, not 1e+06; -1.0 as -1; 0.25 as it is."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}

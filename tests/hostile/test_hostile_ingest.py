@@ -20,7 +20,11 @@ def test_every_loopback_url_is_blocked_address(hostile: Hostile, tmp_path: Path)
     # Before: the first few were blocked-address, the rest host-backoff, and the run
     # waited out the backoff.
     result = ingest_loopback_urls(hostile, tmp_path, None)
-    assert result.probe.returncode == 0, result.probe.stderr
+    # Nothing fetched: exit 4, saying what to pass.
+    assert result.probe.returncode == 4, result.probe.stderr
+    assert "12 URLs refused: private or loopback addresses; pass --allow-private" in (
+        result.probe.stderr
+    )
     assert result.facts["statuses"] == {"blocked-address": 12}
     assert result.facts["server_hits"] == 0
     assert result.probe.seconds < 60
