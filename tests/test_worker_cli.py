@@ -116,6 +116,7 @@ def test_sigterm_hands_unfinished_jobs_back_at_once(home: Home) -> None:
     assert [(r["state"], r["attempts"]) for r in leaves] == [("pending", 0)] * 4
 
 
+@pytest.mark.slow
 def test_a_name_is_taken_over_once_its_last_holder_is_gone(home: Home) -> None:
     """`kill -9` of worker w1, then a new w1: it is named w1 (the old one is gone: its pid
     no longer exists), and the jobs the old one held go back to the queue rather than

@@ -254,6 +254,7 @@ def test_a_sharded_crawl_keeps_to_its_concurrency_in_all(
     assert site.most_in_flight <= 3  # one each, not three each
 
 
+@pytest.mark.slow
 def test_more_shards_than_worker_slots_take_turns(
     site: SiteServer, store_url: str, tmp_path: Path
 ) -> None:

@@ -120,6 +120,7 @@ def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
     assert too_close(hits, DELAY) == {}
 
 
+@pytest.mark.slow
 def test_workers_spread_a_new_crawls_shards(pg_admin_url: str, tmp_path: Path) -> None:
     """Three idle workers, a crawl in three shards: each worker takes one."""
     home = Home(tmp_path / "home", new_pg_database(pg_admin_url))

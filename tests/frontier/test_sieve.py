@@ -75,6 +75,7 @@ def test_bad_parameters() -> None:
         Sieve(merge_fraction=0)
 
 
+@pytest.mark.slow
 def test_bytes_per_url() -> None:
     """Measured: 12.2 bytes per URL held, 20.3 at the peak of a merge (200 000 URLs).
 

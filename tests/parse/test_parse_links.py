@@ -595,6 +595,7 @@ def _the_page_itself(href: str) -> bool:
     return not text or text.startswith("#")
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=3000)
 @given(HREF_STARTS, st.lists(RESOLVE_PIECES, max_size=10).map("".join), BASES, st.booleans())
 def test_links_resolve_as_ada_url_resolves_them(
