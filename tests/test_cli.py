@@ -245,7 +245,7 @@ def test_duplicate_source_name(tmp_path: Path) -> None:
 def test_bad_config_file_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "thresher.toml").write_text("workers = 'many'\n")
     proc = Home(tmp_path).run("status", check=False)
-    assert proc.returncode == 2 and "workers = 'many' is not a valid value" in proc.stderr
+    assert proc.returncode == 2 and "workers = 'many' must be a whole number" in proc.stderr
 
 
 def test_run_and_status_json(store_url: str, tmp_path: Path) -> None:

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
 
-from thresher.config import Config, describe, load_config
+from thresher.config import _RANGES, Config, describe, load_config
 from thresher.errors import ConfigError
 
 
@@ -56,7 +57,7 @@ def test_config_is_frozen() -> None:
         ("db = 'host=h password=S3cr3t'\n", "not 'host=h password=\\*\\*\\*'"),
         ("colour = 'red'\n", "unknown setting 'colour'"),
         ("home = '/x'\n", "unknown setting 'home'"),
-        ("workers = 1.5\n", "not a valid value"),
+        ("workers = 1.5\n", "workers = 1.5 must be a whole number"),
         ("workers = [\n", "thresher.toml"),
         ("db = 'mysql://x'\n", "postgresql:// URL"),
         ("backoff_base = 10\nbackoff_max = 1\n", "backoff_base <= backoff_max"),
@@ -108,3 +109,17 @@ def test_every_setting_is_documented() -> None:
     rows = describe(Config())
     assert {r[0] for r in rows} == {f.name for f in dataclasses.fields(Config)}
     assert all(doc for *_, doc in rows)
+
+
+@pytest.mark.parametrize("name", sorted(_RANGES))
+def test_each_numeric_setting_refuses_what_is_out_of_range(name: str) -> None:
+    """Every numeric setting, not only the ones named above: nan, a value past its
+    largest and one under its least are each one clear error naming the variable."""
+    least, most, inclusive = _RANGES[name]
+    env = f"THRESHER_{name.upper()}"
+    bad = ["nan", "inf", str(int(most) * 10 + 1)]
+    if not math.isinf(least):
+        bad.append(str(int(least) - 1 if inclusive else int(least)))
+    for value in bad:
+        with pytest.raises(ConfigError, match=f"^{env}: {name} = '{value}' must be "):
+            load_config({}, {env: value})

@@ -172,7 +172,8 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
             return str(value)
     except (TypeError, ValueError, OverflowError):
         shown = redact_text(repr(value))
-        raise ConfigError(f"{origin}: {name} = {shown} is not a valid value") from None
+        wanted = "a whole number" if isinstance(default, int) else "a number"
+        raise ConfigError(f"{origin}: {name} = {shown} must be {wanted}") from None
     problem = _problem(name, number)
     if problem:  # said here, where the origin of the value is known
         raise ConfigError(f"{origin}: {name} = {value!r} {problem}")
