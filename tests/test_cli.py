@@ -185,6 +185,23 @@ def test_status_piped_is_tab_separated(tmp_path: Path) -> None:
     assert rows[0][2] == "never"
 
 
+def test_every_command_prints_plain_lines_when_piped(tmp_path: Path) -> None:
+    """Not a terminal: no table borders, no colours, no progress bar, whatever the
+    command (status and demo are checked line by line elsewhere)."""
+    home = Home(tmp_path)
+    home.run("source", "add", "syn", "synthetic:", "-o", "jobs=3")
+    commands = [
+        ("run", "syn"), ("status",), ("status", "--json"), ("source", "list"),
+        ("source", "show", "syn"), ("search", "anything"), ("ingest", "stats"), ("config",),
+        ("export", "syn"),
+    ]  # fmt: skip
+    for args in commands:
+        proc = home.run(*args, check=False)
+        said = proc.stdout + proc.stderr
+        assert "Traceback" not in said, said
+        assert "\x1b[" not in said and not any(ch in said for ch in "┏━┃│└─╭"), (args, said)
+
+
 def test_source_add_list_show_remove(store_url: str, tmp_path: Path) -> None:
     home = Home(tmp_path, None if store_url.startswith("sqlite") else store_url)
     out = home.run("source", "add", "b", "synthetic:x", "-o", "jobs=5")
