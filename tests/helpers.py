@@ -1,6 +1,9 @@
-"""Small builders shared by the job tests."""
+"""Small builders shared by the job tests, and the yardstick of timing asserts."""
 
 from __future__ import annotations
+
+import functools
+import time
 
 from thresher.jobs import JobSpec, queue
 from thresher.store import Store, Tx
@@ -34,3 +37,22 @@ def add_job(
 def states(store: Store, run: int) -> dict[str, str]:
     with store.transaction(write=False) as tx:
         return {r["key"]: r["state"] for r in tx.all("list_jobs", run=run)}
+
+
+@functools.cache
+def reference_seconds() -> float:
+    """CPU seconds a fixed piece of pure-Python work takes on this machine (the least of
+    three tries; about 0.06 s on the 2-core development machine). A test that bounds
+    how long something takes bounds it as a multiple of this, so that a machine twice
+    as slow allows twice the time, rather than by a figure measured on a quiet one."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.process_time()
+        table: dict[int, str] = {}
+        total = 0
+        for i in range(300_000):
+            table[i % 1000] = str(i)
+            total += len(table[i % 1000])
+        best = min(best, time.process_time() - started)
+    assert total > 0
+    return best

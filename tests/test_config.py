@@ -1,11 +1,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import pytest
 
-from thresher.config import Config, describe, load_config
+from thresher.config import _RANGES, Config, describe, load_config
 from thresher.errors import ConfigError
 
 
@@ -40,16 +41,23 @@ def test_config_is_frozen() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("workers = 0\n", "workers must be from 1 to 1024"),
-        ("workers = 1000000\n", "workers must be from 1 to 1024"),
-        ("http_timeout = nan\n", "http_timeout must be a finite number"),
-        ("grace_seconds = inf\n", "grace_seconds must be a finite number"),
-        ("grace_seconds = 1e9\n", "grace_seconds must be from 0 to 86400"),
+        ("workers = 0\n", "workers = 0 must be from 1 to 1024"),
+        ("workers = 1000000\n", "workers = 1000000 must be from 1 to 1024"),
+        ("http_timeout = nan\n", "http_timeout = nan must be a finite number"),
+        ("http_timeout = -5\n", "http_timeout = -5 must be above 0"),
+        ("http_timeout = 0\n", "http_timeout = 0 must be above 0"),
+        ("delay = -1\n", "delay = -1 must be from 0 to 86400"),
+        ("delay = nan\n", "delay = nan must be a finite number"),
+        ("lease_seconds = 0\n", "lease_seconds = 0 must be above 0"),
+        ("max_attempts = 0\n", "max_attempts = 0 must be from 1"),
+        ("defer_max = -1\n", "defer_max = -1 must be from 0"),
+        ("grace_seconds = inf\n", "grace_seconds = inf must be a finite number"),
+        ("grace_seconds = 1e9\n", "grace_seconds = 1000000000.0 must be from 0 to 86400"),
         ("db = 'mysql://a:S3cr3t@h/d'\n", "not 'mysql://a:\\*\\*\\*@h/d'"),
         ("db = 'host=h password=S3cr3t'\n", "not 'host=h password=\\*\\*\\*'"),
         ("colour = 'red'\n", "unknown setting 'colour'"),
         ("home = '/x'\n", "unknown setting 'home'"),
-        ("workers = 1.5\n", "not a valid value"),
+        ("workers = 1.5\n", "workers = 1.5 must be a whole number"),
         ("workers = [\n", "thresher.toml"),
         ("db = 'mysql://x'\n", "postgresql:// URL"),
         ("backoff_base = 10\nbackoff_max = 1\n", "backoff_base <= backoff_max"),
@@ -66,7 +74,52 @@ def test_bad_environment_value() -> None:
         load_config({}, {"THRESHER_WORKERS": "four"})
 
 
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("delay", "-1", "delay = '-1' must be from 0 to 86400, not -1"),
+        ("delay", "nan", "delay = 'nan' must be a finite number"),
+        ("delay", "inf", "delay = 'inf' must be a finite number"),
+        ("http_timeout", "-5", "http_timeout = '-5' must be above 0 and at most 86400"),
+        ("read_timeout", "0", "read_timeout = '0' must be above 0"),
+        ("workers", "0", "workers = '0' must be from 1 to 1024"),
+        ("backoff_max", "1e400", "backoff_max = '1e400' must be a finite number"),
+    ],
+)
+def test_every_number_is_checked_where_it_comes_from(
+    tmp_path: Path, name: str, value: str, message: str
+) -> None:
+    """The environment, the file and flags alike: each error names where the value came
+    from and what it must be."""
+    env = f"THRESHER_{name.upper()}"
+    with pytest.raises(ConfigError, match=f"^{env}: {message}"):
+        load_config({"home": tmp_path}, {env: value})
+    with pytest.raises(ConfigError, match=f"^--{name.replace('_', '-')}: {message}"):
+        load_config({"home": tmp_path, name: value}, {})
+    (tmp_path / "thresher.toml").write_text(f"{name} = '{value}'\n")
+    with pytest.raises(ConfigError, match=f"thresher.toml: {message}"):
+        load_config({"home": tmp_path}, {})
+
+
+def test_negative_keep_jobs_days_means_for_ever() -> None:
+    assert load_config({}, {"THRESHER_KEEP_JOBS_DAYS": "-1"}).keep_jobs_days == -1
+
+
 def test_every_setting_is_documented() -> None:
     rows = describe(Config())
     assert {r[0] for r in rows} == {f.name for f in dataclasses.fields(Config)}
     assert all(doc for *_, doc in rows)
+
+
+@pytest.mark.parametrize("name", sorted(_RANGES))
+def test_each_numeric_setting_refuses_what_is_out_of_range(name: str) -> None:
+    """Every numeric setting, not only the ones named above: nan, a value past its
+    largest and one under its least are each one clear error naming the variable."""
+    least, most, inclusive = _RANGES[name]
+    env = f"THRESHER_{name.upper()}"
+    bad = ["nan", "inf", str(int(most) * 10 + 1)]
+    if not math.isinf(least):
+        bad.append(str(int(least) - 1 if inclusive else int(least)))
+    for value in bad:
+        with pytest.raises(ConfigError, match=f"^{env}: {name} = '{value}' must be "):
+            load_config({}, {env: value})

@@ -122,7 +122,8 @@ def test_signal_finishes_in_flight_work_releases_the_rest_and_exits_0(
     proc.send_signal(getattr(signal, signame))
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
-    assert "stopped: unfinished work stays queued" in out
+    assert "interrupted: what was done is committed" in out
+    assert "resume with the same command" in out
     assert home.query("SELECT count(*) AS n FROM jobs WHERE state = 'leased'")[0]["n"] == 0
     partial = home.results("s")
     assert 20 <= len(partial) < 441

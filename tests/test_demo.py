@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import signal
 import socket
 import time
 from pathlib import Path
@@ -20,11 +22,13 @@ def free_port() -> int:
 
 
 def rows(stdout: str) -> dict[str, list[str]]:
-    """The summary table: source -> its cells."""
+    """The summary table, tab-separated when piped: source -> its cells."""
+    lines = stdout.splitlines()
+    assert lines[0].split("\t")[:2] == ["source", "outcome"], stdout
     out = {}
-    for line in stdout.splitlines():
-        cells = [c.strip() for c in line.strip("│┃ ").split("│")]
-        if cells and cells[0].startswith("demo-"):
+    for line in lines[1:]:
+        cells = line.split("\t")
+        if cells[0].startswith("demo-"):
             out[cells[0]] = cells[1:]
     return out
 
@@ -71,3 +75,43 @@ def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -
     ]
     assert months[-1]["state"] == "open"
     assert all(m["expected"] == m["counted"] == m["stored"] for m in months[:9])
+
+
+def test_ctrl_c_during_the_demo_exits_0_saying_interrupted(tmp_path: Path) -> None:
+    """Nothing failed: the demo says it was interrupted and how to go on, exit 0 (it said
+    "a demo source failed", exit 2); run again, it finishes what was left."""
+    for attempt in range(3):
+        home = Home(tmp_path / f"home{attempt}")
+        port = str(free_port())
+        proc = home.start("demo", "--port", port)
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+            with contextlib.suppress(Exception):  # the store is being made
+                if home.query("SELECT count(*) AS n FROM messages")[0]["n"]:
+                    break
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err
+        assert proc.returncode == 0, err
+        if "interrupted" not in out:
+            continue  # it had finished before the signal came: try again
+        last = out.strip().splitlines()[-1]
+        assert last.startswith("interrupted: what was harvested is stored in"), out
+        assert "resume with the same command" in last
+        again = rows(home.run("demo", "--port", port).stdout)
+        assert {cells[0] for cells in again.values()} == {"ok"}
+        return
+    raise AssertionError("the demo finished before SIGINT three times")
+
+
+def test_the_demo_says_where_it_stored(tmp_path: Path, pg_admin_url: str) -> None:
+    """With --db, the demo's messages are in PostgreSQL, not in the home folder."""
+    from conftest import new_pg_database
+
+    db = new_pg_database(pg_admin_url)
+    home = Home(tmp_path / "home", db)
+    out = home.run("demo", "--port", str(free_port())).stdout
+    where = next(line for line in out.splitlines() if line.startswith("stored in "))
+    assert where.startswith(f"stored in {db};"), where
+    assert not (tmp_path / "home" / "thresher.db").exists()

@@ -253,7 +253,9 @@ def test_release_hands_back_without_counting_an_attempt(store: Store) -> None:
 def test_a_dead_local_worker_loses_its_leases_at_once(store: Store) -> None:
     import subprocess
 
-    from thresher.jobs.worker import _BOOT_ID, _HOST, is_dead_here
+    from thresher.liveness import BOOT_ID as _BOOT_ID
+    from thresher.liveness import HOST as _HOST
+    from thresher.liveness import is_dead_here
 
     if _BOOT_ID is None:
         pytest.skip("no boot id on this system: only lease expiry applies")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 
 import aiohttp
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thresher.errors import (
@@ -17,6 +17,7 @@ from thresher.jobs.retry import backoff_delay, is_transient
 
 
 @given(attempts=st.integers(1, 60), base=st.floats(0.01, 100), seed=st.integers(0, 2**32))
+@settings(deadline=None)
 def test_backoff_is_bounded_and_jittered(attempts: int, base: float, seed: int) -> None:
     cap = base * 100
     delay = backoff_delay(attempts, base, cap, rng=random.Random(seed))

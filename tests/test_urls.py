@@ -507,6 +507,9 @@ def test_a_missing_page_is_recorded_not_failed(
 
             assert h.report.outcome == "ok" and h.report.error is None
             assert h.report.counts == {"done": 4}
+            # Not just "ok": what failed is reported with the run.
+            gone = site.url("/gone")
+            assert h.report.problems == f"1 URL failed: {gone}: HTTP {status} {reason}"
             assert site.counts() == {"/list.txt": 1, "/a": 1, "/gone": 1}  # not retried
             doc = h.docs[site.url("/gone")]
             assert doc["status"] == status
@@ -775,7 +778,13 @@ def test_private_addresses_are_refused_unless_allowed(store_url: str, tmp_path: 
             await add(config, str(listing), {"allow_private": "false"})
             h = await harvest(config)
 
-            assert h.report.outcome == "ok"
+            # Nothing could be fetched: failed, saying how to allow it.
+            assert h.report.outcome == "failed"
+            assert h.report.error == (
+                f"run{h.report.run_id}:{SOURCE}: refused: loopback address 127.0.0.1;"
+                " pass --allow-private (a source: -o allow_private=true);"
+                " nothing was fetched (1 URL refused)"
+            )
             assert not site.seen and not site.robots
             doc = h.docs[site.url("/a")]
             assert doc["sha256"] is None

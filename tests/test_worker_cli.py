@@ -35,11 +35,18 @@ def stop(proc: subprocess.Popen[str]) -> tuple[str, str]:
     return out, err
 
 
+def run_outcomes(home: Home) -> list[str]:
+    status = json.loads(home.run("status", "--json").stdout)
+    return [s["last_run"]["outcome"] for s in status["sources"]]
+
+
 def test_detached_runs_are_done_by_workers_who_close_them(home: Home) -> None:
     home.run("source", "add", "syn", "synthetic:", "-o", "jobs=60", "-o", "work_ms=10")
     queued = home.run("run", "--detach").stdout
     assert "syn: queued as run 1" in queued
     assert home.query("SELECT outcome FROM source_runs") == [{"outcome": "running"}]
+    # No worker has taken a job of it yet: `status` says queued, not running.
+    assert run_outcomes(home) == ["queued"]
     workers = [home.start("worker", "--name", f"w{i}", "-c", "3") for i in range(2)]
     try:
         wait_for(
@@ -84,12 +91,64 @@ def test_sigterm_hands_unfinished_jobs_back_at_once(home: Home) -> None:
             "two leaves in flight",
         )
         status = json.loads(home.run("status", "--json").stdout)
-        [mine] = [w for w in status["workers"] if w["name"].startswith("busy:")]
+        # Named as the user named it.
+        [mine] = [w for w in status["workers"] if w["name"] == "busy"]
         assert len(mine["jobs"]) == 2
+        assert run_outcomes(home) == ["running"]
+        # Another worker given the same name while this one lives gets a suffix.
+        other = home.start("worker", "--name", "busy", "-c", "1", "--grace", "0")
+        wait_for(
+            lambda: (
+                "busy-2"
+                in {w["name"] for w in json.loads(home.run("status", "--json").stdout)["workers"]}
+            ),
+            "the second worker",
+        )
+        stop(other)
     finally:
         started = time.monotonic()
         out, _ = stop(worker)
     assert time.monotonic() - started < 10  # not the minute the jobs would take
-    assert "handed back 2" in out
+    assert "worker busy stopped" in out and "handed back 2" in out
+    # Stopped with its run open: interrupted, until a worker or `run` takes it up again.
+    assert run_outcomes(home) == ["interrupted"]
     leaves = home.query("SELECT state, attempts FROM jobs WHERE kind = 'synthetic.leaf'")
     assert [(r["state"], r["attempts"]) for r in leaves] == [("pending", 0)] * 4
+
+
+@pytest.mark.slow
+def test_a_name_is_taken_over_once_its_last_holder_is_gone(home: Home) -> None:
+    """`kill -9` of worker w1, then a new w1: it is named w1 (the old one is gone: its pid
+    no longer exists), and the jobs the old one held go back to the queue rather than
+    being renewed for ever by the new one's heartbeats."""
+    home.run("source", "add", "slow", "synthetic:", "-o", "jobs=2", "-o", "work_ms=60000")
+    home.run("run", "--detach")
+    first = home.start("worker", "--name", "w1", "-c", "2")
+    wait_for(
+        lambda: len(home.query("SELECT id FROM jobs WHERE state = 'leased'")) == 2,
+        "two leaves in flight",
+    )
+    first.kill()
+    first.communicate()
+    second = home.start("worker", "--name", "w1", "-c", "2", "--grace", "0")
+    try:
+        wait_for(
+            lambda: (
+                {w["name"] for w in json.loads(home.run("status", "--json").stdout)["workers"]}
+                == {"w1"}
+            ),
+            "the new w1",
+        )
+        # The dead one's jobs were handed back (an attempt counted) and taken again.
+        wait_for(
+            lambda: (
+                [
+                    r["attempts"]
+                    for r in home.query("SELECT attempts FROM jobs WHERE state = 'leased'")
+                ]
+                == [1, 1]
+            ),
+            "the old jobs taken again",
+        )
+    finally:
+        stop(second)

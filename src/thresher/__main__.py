@@ -1,6 +1,6 @@
 import sys
 
-from .cli.main import entry
+from .cli.entry import entry
 
 # Guarded: the child processes Thresher spawns (parsing) import the main module again.
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ clock alone, so tests can do to the code what NTP does.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -42,6 +41,8 @@ class SystemClock:
         return time.monotonic()
 
     async def sleep(self, seconds: float) -> None:
+        import asyncio  # here: `thresher status` and `--help` never load asyncio
+
         await asyncio.sleep(max(0.0, seconds))
 
 
@@ -78,6 +79,8 @@ class FakeClock:
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.advance(max(0.0, seconds))
+        import asyncio
+
         # Let other tasks run, as a real sleep would.
         await asyncio.sleep(0)
 

@@ -28,6 +28,8 @@ DEFAULT_USER_AGENT = "Thresher/0.1 (+https://pypi.org/project/thresher/; web arc
 # and kept the loop too busy to hear SIGTERM.
 MAX_WORKERS = 1024
 MAX_GRACE_SECONDS = 86_400.0
+# The longest any other time setting may be: a day.
+MAX_SECONDS = 86_400.0
 
 
 def _opt(default: Any, doc: str) -> Any:
@@ -63,7 +65,9 @@ class Config:
         " delay, a Retry-After, a host parked after failures); a longer wait is a failed attempt.",
     )
     grace_seconds: float = _opt(
-        30.0, "On SIGINT/SIGTERM, how long in-flight jobs may run before they are released."
+        5.0,
+        "On SIGINT/SIGTERM, how long in-flight jobs may run before they are released (a"
+        " crawl stops its fetches at once, finishes those in flight and commits).",
     )
     user_agent: str = _opt(DEFAULT_USER_AGENT, "User-Agent sent with every request.")
     http_timeout: float = _opt(60.0, "Total time limit of one HTTP request, in seconds.")
@@ -96,26 +100,51 @@ class Config:
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"{f.name} must be a finite number, not {value}")
-        if not 1 <= self.workers <= MAX_WORKERS:
-            raise ConfigError(f"workers must be from 1 to {MAX_WORKERS}, not {self.workers}")
-        if self.lease_seconds <= 0:
-            raise ConfigError("lease_seconds must be positive")
-        if self.max_attempts < 1:
-            raise ConfigError("max_attempts must be at least 1")
-        if self.backoff_base < 0 or self.backoff_max < self.backoff_base:
+            problem = _problem(f.name, getattr(self, f.name))
+            if problem:
+                raise ConfigError(f"{f.name} {problem}")
+        if self.backoff_max < self.backoff_base:
             raise ConfigError("need 0 <= backoff_base <= backoff_max")
-        if self.defer_max < 0:
-            raise ConfigError("defer_max must not be negative")
-        for name in ("http_timeout", "stall_timeout", "read_timeout"):
-            if not getattr(self, name) > 0:
-                raise ConfigError(f"{name} must be positive")
-        if not 0 <= self.grace_seconds <= MAX_GRACE_SECONDS:
-            raise ConfigError(f"grace_seconds must be from 0 to {MAX_GRACE_SECONDS:g}")
         if self.db is not None and not self.db.startswith(("postgresql://", "postgres://")):
             raise ConfigError(f"db must be a postgresql:// URL, not {redact_url(self.db)!r}")
+
+
+# Every number's range: (least, most, whether the least itself is allowed). A number must
+# also be finite: "nan" compares false with both ends and would pass any range.
+_RANGES: dict[str, tuple[float, float, bool]] = {
+    "workers": (1, MAX_WORKERS, True),
+    "lease_seconds": (0, MAX_SECONDS, False),
+    "max_attempts": (1, 1000, True),
+    "backoff_base": (0, MAX_SECONDS, True),
+    "backoff_max": (0, MAX_SECONDS, True),
+    "defer_max": (0, MAX_SECONDS, True),
+    "grace_seconds": (0, MAX_GRACE_SECONDS, True),
+    "http_timeout": (0, MAX_SECONDS, False),
+    "stall_timeout": (0, MAX_SECONDS, False),
+    "read_timeout": (0, MAX_SECONDS, False),
+    "delay": (0, MAX_SECONDS, True),
+    "keep_jobs_days": (-math.inf, 100_000, True),
+}
+
+
+def _problem(name: str, value: Any) -> str | None:
+    """What is wrong with `value` for setting `name` ("must be …"), or None."""
+    if name not in _RANGES or not isinstance(value, int | float):
+        return None
+    least, most, inclusive = _RANGES[name]
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"must be a finite number, not {value}"
+    if least < value <= most or (inclusive and value == least):
+        return None
+    shown = (
+        "" if math.isinf(least) else f"from {_num(least)}" if inclusive else f"above {_num(least)}"
+    )
+    return f"must be {shown} {'to' if inclusive else 'and at most'} {_num(most)}, not {_num(value)}"
+
+
+def _num(value: float) -> str:
+    """1000000 as that, not 1e+06; -1.0 as -1; 0.25 as it is."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
@@ -132,16 +161,23 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
             if isinstance(value, str):
                 return value.strip().lower() in ("1", "true", "yes", "on")
             return bool(value)
+        number: int | float
         if isinstance(default, int):
             if isinstance(value, float) and not value.is_integer():
                 raise ValueError(value)
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-        return str(value)
-    except (TypeError, ValueError):
+            number = int(value)
+        elif isinstance(default, float):
+            number = float(value)
+        else:
+            return str(value)
+    except (TypeError, ValueError, OverflowError):
         shown = redact_text(repr(value))
-        raise ConfigError(f"{origin}: {name} = {shown} is not a valid value") from None
+        wanted = "a whole number" if isinstance(default, int) else "a number"
+        raise ConfigError(f"{origin}: {name} = {shown} must be {wanted}") from None
+    problem = _problem(name, number)
+    if problem:  # said here, where the origin of the value is known
+        raise ConfigError(f"{origin}: {name} = {value!r} {problem}")
+    return number
 
 
 def env_name(name: str) -> str:

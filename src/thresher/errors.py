@@ -13,6 +13,7 @@ __all__ = [
     "ConfigError",
     "Deferred",
     "HostBusy",
+    "Interrupted",
     "JobError",
     "LeaseLost",
     "PermanentError",
@@ -104,6 +105,15 @@ class HostBusy(Deferred):
 
     def __init__(self, host: str, until: float, now: float, why: str) -> None:
         super().__init__(f"{host}: its turn comes in {until - now:.0f} s ({why})", until, now)
+
+
+class Interrupted(Deferred):
+    """The job stopped because its process was asked to (SIGINT, SIGTERM): what it did
+    is committed, and it goes back to the job table at once, no attempt counted, for
+    the next run (or another worker) to carry on."""
+
+    def __init__(self, message: str, now: float = 0.0) -> None:
+        super().__init__(message, now, now)
 
 
 class PermanentError(JobError):

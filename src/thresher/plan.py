@@ -24,6 +24,7 @@ from .errors import UsageError
 from .jobs import JobSpec, PoolStats, WorkerPool, queue
 from .jobs.worker import Listener, make_owner
 from .sources import Source, get_source, get_type, list_sources
+from .sources.types import RunNote
 from .store import Tx
 from .store.aio import AsyncStore
 
@@ -42,6 +43,8 @@ class SourceReport:
     counts: dict[str, int]
     error: str | None
     shortfall: int | None = None  # items the source counts that the run did not store
+    # What an otherwise ok run still reports: a `urls` run's 404s ("1 URL failed: …").
+    problems: str | None = None
 
 
 @dataclass
@@ -195,6 +198,10 @@ class ExecutionPlan:
             row = tx.one("run_shortfall", id=run_id)
             shortfall = None if row is None or row["shortfall"] is None else int(row["shortfall"])
             outcome = "failed" if counts.get("failed") else "incomplete" if shortfall else "ok"
+            note = _note(tx, name, run_id)
+            problems = None if note is None else note.text
+            if note is not None and note.failed and outcome == "ok":
+                outcome, error, problems = "failed", f"run{run_id}:{name}: {note.text}", None
             closed = tx.execute(
                 "close_source_run",
                 id=run_id,
@@ -204,7 +211,8 @@ class ExecutionPlan:
                 error=error,
             )
             # Finished jobs do not change: whoever closed it first found the same.
-            return SourceReport(name, run_id, outcome, counts, error, shortfall), closed > 0
+            report = SourceReport(name, run_id, outcome, counts, error, shortfall, problems)
+            return report, closed > 0
 
         report, news = await self.store.run(close)
         if news:  # every idle worker sees a drained run; the one that closes it says so
@@ -247,6 +255,16 @@ class ExecutionPlan:
             sleeper.cancel()
             stopper.cancel()
         return reports
+
+
+def _note(tx: Tx, name: str, run_id: int) -> RunNote | None:
+    """What the source's type reports of a finished run besides its outcome."""
+    row = tx.one("source_run_started", id=run_id)
+    try:
+        source = get_source(tx, name)
+    except UsageError:  # removed while it ran
+        return None
+    return None if row is None else get_type(source.type).problems(tx, name, float(row["started"]))
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -9,8 +9,9 @@ import json
 from typing import Any
 
 from .clock import iso
-from .sources import list_sources
-from .sources.archives import ARCHIVE_TYPE_NAMES
+from .liveness import is_dead_here
+from .mailtypes import ARCHIVE_TYPE_NAMES
+from .sources.directory import list_sources
 from .store import Tx
 
 __all__ = ["archive_status", "collect_status", "iso"]
@@ -41,13 +42,35 @@ def archive_status(tx: Tx, source: str) -> dict[str, Any]:
     }
 
 
+def open_run_outcome(tx: Tx, run: int, live: list[dict[str, Any]]) -> str:
+    """What an open run is doing: `running` while a live process serves it (a `thresher
+    worker` serves every run, a `thresher run` or `crawl` its own: `workers.runs`);
+    `queued` if no worker has taken any of its jobs yet (`run --detach`); otherwise
+    `interrupted`: its process stopped (Ctrl-C) or died, and the same command, or a
+    worker, resumes it."""
+    for w in live:
+        if w.get("runs") is None or run in json.loads(w["runs"]):
+            return "running"
+    touched = tx.one("run_touched", run=run)
+    return "interrupted" if touched and int(touched["n"]) else "queued"
+
+
 def collect_status(
     tx: Tx, now: float, lease_seconds: float, store: dict[str, Any]
 ) -> dict[str, Any]:
     last_runs = {r["source"]: r for r in tx.all("last_runs")}
+    # Processes that may be working: a heartbeat within two leases, not stopped, and not
+    # known to be gone (a process of this machine whose pid no longer exists).
+    live = [
+        w
+        for w in tx.all("live_workers", since=now - _LIVE_LEASES * lease_seconds)
+        if not is_dead_here(w)
+    ]
     sources = []
     for src in list_sources(tx):
         run = last_runs.get(src.name)
+        if run is not None and run["finished"] is None:
+            run = {**run, "outcome": open_run_outcome(tx, int(run["id"]), live)}
         last_error = tx.one("last_error", source=src.name)
         sources.append(
             {
@@ -89,7 +112,7 @@ def collect_status(
     for lease in tx.all("held_host_leases", now=now):
         hosts.setdefault(lease["owner"], []).append(lease["key"].split(":", 1)[1])
     workers = []
-    for w in tx.all("live_workers", since=now - _LIVE_LEASES * lease_seconds):
+    for w in live:
         alive = max(1e-9, float(w["heartbeat"]) - float(w["started"]))
         workers.append(
             {

@@ -336,6 +336,7 @@ def child_pids(parent: int | None) -> set[int]:
     return found
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

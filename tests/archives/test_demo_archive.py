@@ -23,6 +23,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from helpers import reference_seconds
 from thresher.archives import parse_message, split_mbox
 from thresher.archives.demo import (
     HOSTILE_NAMES,
@@ -129,7 +130,8 @@ def test_generation_is_fast() -> None:
     result = generate_messages(LIST, months, 50_000 // len(months) + 1)
     elapsed = time.process_time() - started
     assert sum(map(len, result.values())) >= 50_000
-    assert elapsed < 2.0
+    # About 8 yardsticks here (0.45-0.49 s against 0.06 s); the bound is relative.
+    assert elapsed < 30 * reference_seconds()
 
 
 def test_hostile_messages() -> None:
@@ -478,7 +480,8 @@ def test_reset_and_truncate(server: DemoArchive) -> None:
 
 
 def test_hang_stalls_only_its_request(server: DemoArchive) -> None:
-    server.hang_seconds = 0.5
+    # Long enough that a busy machine answers the other request well within it.
+    server.hang_seconds = 2
     server.fault("202402", "hang")
     results: list[float] = []
 
@@ -490,11 +493,12 @@ def test_hang_stalls_only_its_request(server: DemoArchive) -> None:
     thread = threading.Thread(target=slow)
     thread.start()
     time.sleep(0.05)
-    started = time.monotonic()
     assert get(server, "/mod_mbox/dev/202401.mbox")[0] == 200
-    assert time.monotonic() - started < 0.4
+    # Answered while the slow one still waits: not queued behind it (an order, not a
+    # time, so a busy machine cannot make it fail).
+    assert not results and thread.is_alive()
     thread.join()
-    assert results and results[0] >= 0.5
+    assert results and results[0] >= 2
 
 
 def test_hang_does_not_block_stop() -> None:
@@ -515,7 +519,8 @@ def test_hang_does_not_block_stop() -> None:
     started = time.monotonic()
     server.stop()
     thread.join(5)
-    assert time.monotonic() - started < 3 and outcome and not thread.is_alive()
+    # Not the 30 s the request hangs for.
+    assert time.monotonic() - started < 15 and outcome and not thread.is_alive()
 
 
 def test_request_log(server: DemoArchive) -> None:

@@ -166,3 +166,12 @@ def test_a_unit_interrupted_after_a_checkpoint_resumes_from_it(
     jobs = harvester.query("SELECT attempts FROM jobs WHERE kind = 'archive.month'")
     assert sorted(j["attempts"] for j in jobs) == [1, 2]
     assert sum(r["stored"] for r in harvester.months().values()) == 7
+
+
+def test_the_mail_type_names_status_reads_are_the_kinds() -> None:
+    """`thresher status` knows the mail types without importing the kinds (start-up)."""
+    from thresher.archives.kinds import KINDS
+    from thresher.mailtypes import ARCHIVE_TYPE_NAMES, BUILTIN_KIND_NAMES
+
+    assert BUILTIN_KIND_NAMES == KINDS
+    assert set(KINDS) <= ARCHIVE_TYPE_NAMES

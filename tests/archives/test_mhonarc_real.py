@@ -219,6 +219,7 @@ def test_the_demos_pages_read_back_as_the_real_mhonarcs_do(archive: MHonArcList)
 PER_MONTH = 120
 
 
+@pytest.mark.slow
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

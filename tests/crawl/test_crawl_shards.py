@@ -11,7 +11,7 @@ import time
 from collections import Counter, defaultdict
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thresher.crawl.ledger import Batch, CrawlLedger, Shard, ShardState, Unowned, from_signed
@@ -27,6 +27,7 @@ def url(host: int, page: int) -> str:
 
 
 @given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=1, max_value=64))
+@settings(deadline=None)
 def test_shares_of_a_limit_add_up_and_differ_by_one_at_most(limit: int, count: int) -> None:
     shares = [Shard(i, count).share(limit) for i in range(count)]
     assert sum(shares) == limit

@@ -43,14 +43,16 @@ def harvest(home: Home, workers: int, kill: bool) -> dict[str, Any]:
         if not kill or not owners:
             return None
         # Once pages, documents and messages are all coming in, kill -9 a worker that
-        # holds a shard of the crawl (its pid is in its lease owner).
+        # holds a shard of the crawl (its pid is in its row of the workers table).
         progress = home.query(
             "SELECT (SELECT count(*) FROM documents) AS docs,"
             " (SELECT count(*) FROM messages) AS msgs,"
             " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
         )[0]
         if progress["docs"] and progress["msgs"] and progress["pages"] >= 10:
-            return int(str(owners[0]["lease_owner"]).split(":")[1])
+            owner = str(owners[0]["lease_owner"])
+            [row] = home.query(f"SELECT pid FROM workers WHERE owner = '{owner}'")
+            return int(row["pid"])
         return None
 
     killed, _ = watch_workers(home, procs, 240, victim)
@@ -118,6 +120,7 @@ def test_three_workers_and_a_kill_9_store_everything_once_and_stay_polite(
     assert too_close(hits, DELAY) == {}
 
 
+@pytest.mark.slow
 def test_workers_spread_a_new_crawls_shards(pg_admin_url: str, tmp_path: Path) -> None:
     """Three idle workers, a crawl in three shards: each worker takes one."""
     home = Home(tmp_path / "home", new_pg_database(pg_admin_url))

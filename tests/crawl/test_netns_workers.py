@@ -188,8 +188,10 @@ def harvest(home: Home, namespaces: list[str]) -> dict[str, Any]:
             "SELECT (SELECT count(*) FROM documents) AS docs,"
             " (SELECT coalesce(max(pages), 0) FROM crawl_runs) AS pages"
         )[0]
+        # A worker is named what it was named (no pid in it): its pid is in `workers`.
         owners = home.query(
-            "SELECT lease_owner FROM jobs WHERE kind = 'web.crawl' AND state = 'leased'"
+            "SELECT w.pid FROM jobs j JOIN workers w ON w.owner = j.lease_owner"
+            " WHERE j.kind = 'web.crawl' AND j.state = 'leased'"
         )
         if not (owners and progress["docs"] and progress["pages"] >= 10):
             return None
@@ -198,7 +200,7 @@ def harvest(home: Home, namespaces: list[str]) -> dict[str, Any]:
             if proc.poll() is None:
                 ns = os.stat(f"/proc/{proc.pid}/ns/net").st_ino
                 assert ns == _ns_inode(name) != os.stat("/proc/self/ns/net").st_ino
-        return int(str(owners[0]["lease_owner"]).split(":")[1])
+        return int(owners[0]["pid"])
 
     killed, killed_at = watch_workers(home, procs, 90, victim)
     assert killed is not None, "the crawl finished before a worker could be killed"

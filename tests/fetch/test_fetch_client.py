@@ -447,7 +447,7 @@ def test_silence_times_out_after_read_timeout(answer: bytes) -> None:
     error = _raw_fails(answer, "hang", QUICK)
     assert isinstance(error, FetchTimeout) and isinstance(error, TransientError)
     assert "read_timeout" in str(error)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < QUICK.total_timeout  # the silence ended it
 
 
 def test_a_trickle_times_out_after_total_timeout() -> None:
@@ -464,7 +464,7 @@ def test_a_trickle_times_out_after_total_timeout() -> None:
             started = time.monotonic()
             with pytest.raises(FetchTimeout, match="total_timeout"):
                 await fetch(server.base + "/", settings)
-            assert time.monotonic() - started < 2
+            assert time.monotonic() - started < 5  # not the 5 s of the whole trickle
 
     asyncio.run(body())
 
@@ -479,7 +479,8 @@ def test_a_declared_length_over_max_body_is_refused_before_reading() -> None:
     error = _raw_fails(b"HTTP/1.1 200 OK\r\nContent-Length: 100001\r\n\r\nabc", "hang", SMALL)
     assert isinstance(error, TooLarge) and isinstance(error, PermanentError)
     assert "Content-Length 100001" in str(error)
-    assert time.monotonic() - started < 2  # not waiting for the body, or the read timeout
+    # Not waiting for the body, or the read timeout.
+    assert time.monotonic() - started < SMALL.read_timeout
 
 
 def test_an_endless_body_is_cut_at_max_body() -> None:
@@ -550,7 +551,8 @@ def test_the_socket_guard_stops_what_the_resolver_let_through() -> None:
             with pytest.raises(AddressRefused) as caught:
                 await fetcher.get(url)
             assert str(caught.value) == (
-                f"GET {url}: address 127.0.0.1 is loopback; refused (allow_private is off)"
+                f"GET {url}: refused: loopback address 127.0.0.1; pass --allow-private"
+                " (a source: -o allow_private=true)"
             )
 
     asyncio.run(body())

@@ -106,13 +106,13 @@ def test_an_ipv4_address_in_another_form_is_refused_without_a_lookup() -> None:
     lookups = Lookups({})
     cache = DNSCache(lookup=lookups)
     for host in ("0x7f.1", "2130706433", "0xa.0.0.1", "0251.0376.0251.0376"):
-        with pytest.raises(AddressRefused, match=r"is (loopback|private|link-local)"):
+        with pytest.raises(AddressRefused, match=r"refused: (loopback|private|link-local) address"):
             cache.cached(host)
     assert lookups.asked == []
 
 
 def test_the_socket_factory_refuses_before_connecting() -> None:
-    with pytest.raises(GuardRefusal, match=r"10\.0\.0\.1 is private"):
+    with pytest.raises(GuardRefusal, match=r"refused: private address 10\.0\.0\.1"):
         guarded_socket((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.0.0.1", 80)))
     sock = guarded_socket((socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80)))
     sock.close()
@@ -197,8 +197,9 @@ def test_refused_addresses_are_dropped_and_a_name_with_none_left_is_refused() ->
             with pytest.raises(AddressRefused) as caught:
                 await cache.resolve("inside.test")
         assert str(caught.value) == (
-            "GET inside.test: inside.test resolves only to refused addresses: "
-            "10.0.0.1 (private), ::1 (loopback) (allow_private is off)"
+            "GET inside.test: refused: inside.test resolves only to refused addresses: "
+            "10.0.0.1 (private), ::1 (loopback); pass --allow-private"
+            " (a source: -o allow_private=true)"
         )
         assert lookups.asked == ["mixed.test", "inside.test"]
 
@@ -236,7 +237,7 @@ def test_ip_literals_are_returned_as_they_are_and_still_guarded() -> None:
     cache = DNSCache(lookup=lookups)
     assert cache.cached("93.184.216.34") == ["93.184.216.34"]
     assert asyncio.run(cache.resolve("2606:4700::1111")) == ["2606:4700::1111"]
-    with pytest.raises(AddressRefused, match=r"169\.254\.169\.254 is link-local"):
+    with pytest.raises(AddressRefused, match=r"link-local address 169\.254\.169\.254"):
         cache.cached("169.254.169.254")
     assert lookups.asked == []
 

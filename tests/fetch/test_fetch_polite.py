@@ -12,7 +12,7 @@ from aiohttp import web
 from fetch_servers import serve
 
 from thresher.clock import FakeClock
-from thresher.errors import HostBusy, TransientError
+from thresher.errors import HostBusy, Interrupted, TransientError
 from thresher.fetch import FetchSettings, InvalidRequestURL
 from thresher.fetch.polite import PoliteFetcher, RobotsDisallowed
 from thresher.frontier import Politeness
@@ -210,3 +210,37 @@ def test_a_success_starts_the_count_of_failures_afresh() -> None:
         assert got == [500, 500, 200, 500, 500, 200]
 
     asyncio.run(body())
+
+
+def test_once_stopping_no_get_starts_but_those_in_flight_end() -> None:
+    """A Ctrl-C stops fetches from starting at once: a GET waiting for its host's turn,
+    or asked for after, is handed back (Interrupted: no attempt counted) without a
+    request; one already sent is answered."""
+    server, clock, stopping = Server(), FakeClock(), asyncio.Event()
+    sent = asyncio.Event()
+    answer = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.path == "/slow":
+            sent.set()
+            await answer.wait()
+        return await server.handle(request)
+
+    async def body() -> None:
+        polite = PoliteFetcher(SETTINGS, Politeness(delay=5.0), clock, stopping=stopping)
+        async with serve(handle) as base, polite:
+            assert (await polite.get(f"{base}/p0")).status == 200
+            in_flight = asyncio.create_task(polite.get(f"{base}/slow"))
+            await sent.wait()
+            waiting = asyncio.create_task(polite.get(f"{base}/p1"))  # its turn is 5 s off
+            await asyncio.sleep(0.05)
+            stopping.set()
+            answer.set()
+            assert (await in_flight).status == 200
+            with pytest.raises(Interrupted, match="p1: not started: stopping"):
+                await waiting
+            with pytest.raises(Interrupted, match="p2: not started: stopping"):
+                await polite.get(f"{base}/p2")
+
+    asyncio.run(body())
+    assert server.paths == ["/robots.txt", "/p0", "/slow"]

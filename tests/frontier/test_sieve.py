@@ -29,7 +29,7 @@ def test_offer_keeps_order_and_drops_duplicates() -> None:
     assert "z" not in sieve
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(batches=st.lists(st.lists(URLS, max_size=20), max_size=10), min_buffer=st.integers(1, 8))
 def test_each_distinct_canonical_url_emitted_exactly_once(
     batches: list[list[str]], min_buffer: int
@@ -43,7 +43,7 @@ def test_each_distinct_canonical_url_emitted_exactly_once(
     assert len(sieve) == len(emitted)
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(first=st.lists(st.text(max_size=8), max_size=40), second=st.lists(st.text(max_size=8)))
 def test_snapshot_and_load_remember_everything(first: list[str], second: list[str]) -> None:
     sieve = Sieve(min_buffer=4)
@@ -75,6 +75,7 @@ def test_bad_parameters() -> None:
         Sieve(merge_fraction=0)
 
 
+@pytest.mark.slow
 def test_bytes_per_url() -> None:
     """Measured: 12.2 bytes per URL held, 20.3 at the peak of a merge (200 000 URLs).
 

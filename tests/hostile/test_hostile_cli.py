@@ -22,10 +22,12 @@ def test_a_huge_search_limit_is_a_usage_error(hostile: Hostile, tmp_path: Path) 
 
 def test_a_million_workers_is_a_usage_error(hostile: Hostile, tmp_path: Path) -> None:
     probe = run_a_million_workers(hostile, tmp_path, None).probe
-    assert probe.returncode == 2 and "Invalid value for '-w' / '--workers'" in probe.stderr
+    # -w/--workers is the old name of -c/--concurrency.
+    assert probe.returncode == 2 and "Invalid value for '-c' / '--concurrency'" in probe.stderr
     assert not probe.killed and probe.rss_mib < 200
     env = run_thresher(tmp_path / "home", "status", env={"THRESHER_WORKERS": "1000000"})
-    assert env.returncode == 2 and "workers must be from 1 to 1024" in env.stderr
+    assert env.returncode == 2
+    assert "THRESHER_WORKERS: workers = '1000000' must be from 1 to 1024, not 1000000" in env.stderr
 
 
 def test_exporting_a_big_message_costs_about_its_size(hostile: Hostile, tmp_path: Path) -> None:

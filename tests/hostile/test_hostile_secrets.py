@@ -46,6 +46,7 @@ def _clean(probe: Probe, what: str) -> None:
     assert "Traceback" not in probe.stderr, f"{what}:\n{probe.stderr}"
 
 
+@pytest.mark.slow
 def test_no_command_prints_the_store_password(
     database: tuple[str, int, str], tmp_path: Path
 ) -> None:

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from helpers import reference_seconds
 from thresher.ingest.landing import (
     MAX_PAGE_BYTES,
     PDF_TECHNIQUES,
@@ -343,13 +344,13 @@ def test_huge_page_is_read_up_to_its_cap() -> None:
         filler * (5 * 1024 * 1024 // len(filler)),
     )
     assert len(body) > 5 * 1024 * 1024
-    started = time.perf_counter()
+    started = time.process_time()
     assert find(body) == FulltextLink(
         "https://journal.example.org/files/123.pdf", "citation_pdf_url"
     )
     late = page("", filler * (MAX_PAGE_BYTES // len(filler) + 10) + "<a href='/late.pdf'>PDF</a>")
     assert find(late) is None  # past the first 2 MB
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
 
 
 @pytest.mark.parametrize(
@@ -380,9 +381,9 @@ def test_huge_page_is_read_up_to_its_cap() -> None:
 )
 def test_hostile_markup_costs_linear_time(hostile: str) -> None:
     html = hostile + '<a href="/files/1.pdf">PDF</a>'
-    started = time.perf_counter()
+    started = time.process_time()
     result = find(html)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert result is None or result.url.startswith("https://journal.example.org/")
 
 
@@ -535,13 +536,14 @@ def test_realistic_page_is_fast() -> None:
     html = page(head, body + "<a class='btn' href='/dl/123'>Download PDF</a>").encode()
     assert 40_000 < len(html) < 60_000
     best = min(_timed(html) for _ in range(20))
-    assert best < 0.02  # about 0.5 ms on a quiet machine; generous against noisy ones
+    # About 0.5 ms on a quiet machine, a 120th of the yardstick: bounded relatively.
+    assert best < reference_seconds() / 3
 
 
 def _timed(html: bytes) -> float:
-    started = time.perf_counter()
+    started = time.process_time()
     assert find_fulltext_link(html, PAGE) is not None
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 # Never raises.

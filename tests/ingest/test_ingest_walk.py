@@ -982,7 +982,7 @@ REFUSALS = {
 }
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     data=st.data(),
     ingest_type=st.sampled_from(["pdf", "pdf", "xml", "html", "dataset"]),

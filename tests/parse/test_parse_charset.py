@@ -238,6 +238,7 @@ def test_utf8_encoding_says_when_the_bytes_are_the_text(
 @given(
     st.binary(max_size=512), st.one_of(st.none(), LABELS.map(lambda x: f"text/html; charset={x}"))
 )
+@settings(deadline=None)
 def test_utf8_encoding_agrees_with_decode_text(body: bytes, content_type: str | None) -> None:
     codec = utf8_encoding(body, content_type)
     if codec is not None:

@@ -408,9 +408,9 @@ def test_invalid_utf8_page_is_read_as_windows_1252() -> None:
 
 def test_five_megabytes_of_nested_divs() -> None:
     body = b"<div>" * 1_000_000 + b'<a href="/deep">x</a>' + b"</div>" * 10
-    started = time.perf_counter()
+    started = time.process_time()
     page = extract_links(body, URL)
-    assert time.perf_counter() - started < 30
+    assert time.process_time() - started < 30
     for link in page.links:
         assert_web_link(link)
 
@@ -431,9 +431,9 @@ def test_five_megabytes_of_nested_divs() -> None:
 def test_deep_nesting_costs_linear_time(unit: bytes) -> None:
     # Unflattened, 40 000 nested <div>s take Lexbor seconds and a million take hours.
     body = unit * 200_000 + b'<a href="/deep">x</a>'
-    started = time.perf_counter()
+    started = time.process_time()
     page = extract_links(body, URL)
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     assert page.links[-1:] in ([], ["http://example.com/deep"], ["http://example.com/x"])
 
 
@@ -445,9 +445,9 @@ def test_attribute_bombs_cost_linear_time(tag: str) -> None:
         f'<{tag} {bomb} href="/y" name="robots" content="nofollow">'
         f'<{tag} href="/z" {bomb} x="a > b" {bomb}><a href="/after">'
     )
-    started = time.perf_counter()
+    started = time.process_time()
     page = extract_links(html.encode(), URL)
-    assert time.perf_counter() - started < 10
+    assert time.process_time() - started < 10
     expected = {
         "a": ["http://example.com/y", "http://example.com/z", "http://example.com/after"],
         "div": ["http://example.com/after"],
@@ -595,6 +595,7 @@ def _the_page_itself(href: str) -> bool:
     return not text or text.startswith("#")
 
 
+@pytest.mark.slow
 @settings(deadline=None, max_examples=3000)
 @given(HREF_STARTS, st.lists(RESOLVE_PIECES, max_size=10).map("".join), BASES, st.booleans())
 def test_links_resolve_as_ada_url_resolves_them(

@@ -177,18 +177,18 @@ def test_flattened_pages_give_the_same_requisites(monkeypatch: pytest.MonkeyPatc
 )
 def test_deep_nesting_costs_linear_time_with_requisites(unit: bytes) -> None:
     body = unit * 100_000 + b'<img src="/last.png">'
-    started = time.perf_counter()
+    started = time.process_time()
     page = extract_links(body, URL, requisites=True)
-    assert time.perf_counter() - started < 20
+    assert time.process_time() - started < 20
     assert len(page.requisites) <= 4
 
 
 def test_an_attribute_bomb_costs_linear_time_with_requisites() -> None:
     bomb = " ".join(f"a{i}" for i in range(100_000))
     html = f'<img {bomb} src="/y.png" srcset="/z.png 2x"><video {bomb} poster="/p.jpg">'
-    started = time.perf_counter()
+    started = time.process_time()
     page = extract_links(html.encode(), URL, requisites=True)
-    assert time.perf_counter() - started < 20
+    assert time.process_time() - started < 20
     assert page.requisites == [
         "http://example.com/y.png",
         "http://example.com/z.png",

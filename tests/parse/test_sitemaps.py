@@ -120,9 +120,9 @@ BILLION_LAUGHS = b"""<?xml version="1.0"?>
     ],
 )
 def test_hostile_xml_is_refused(body: bytes) -> None:
-    started = time.perf_counter()
+    started = time.process_time()
     sitemap = read_sitemap(body, URL)
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
     assert sitemap.urls == []
     assert sitemap.error is not None
 

@@ -1,5 +1,5 @@
-"""The command line."""
+"""The command line: `entry.entry` is the `thresher` program, `main.main` runs a command
+line and returns its exit code, `main.cli` is the click group. Nothing is imported with
+the package: the entry point imports the rest itself, inside its Ctrl-C handler."""
 
-from .main import cli, main
-
-__all__ = ["cli", "main"]
+__all__: list[str] = []

@@ -7,13 +7,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from ..config import Config, load_config
 from ..redact import RedactingFilter, remember
-from ..store import Store, open_store
+from ..store import Store, open_store, read_only_here
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["App", "setup_logging"]
 
@@ -39,8 +40,11 @@ class App:
         return self._config
 
     @contextmanager
-    def store(self) -> Iterator[Store]:
-        store = open_store(self.config.store_url)
+    def store(self, *, read: bool = False) -> Iterator[Store]:
+        """The store; `read`: the command only reads, so a store this process may not
+        write (`read_only_here`) is opened read-only instead of failing."""
+        url = self.config.store_url
+        store = open_store(url, readonly=read and read_only_here(url))
         try:
             yield store
         finally:

@@ -37,6 +37,7 @@ from ..store import Row
 from ..store.aio import AsyncStore
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
 
 __all__ = ["crawl_command", "crawl_name"]
@@ -119,7 +120,14 @@ def _crawl_progress(source: str) -> Any:
     return progress
 
 
-@click.command("crawl")
+@click.command(
+    "crawl",
+    short_help=summary("crawl"),
+    epilog=examples(
+        "thresher crawl https://example.org/ --scope domain --max-pages 5000",
+        "thresher crawl https://example.org/blog/ --scope prefix --delay 0.5 -c 32 --json",
+    ),
+)
 @click.argument("seeds", nargs=-1, required=True, metavar="SEED...")
 @click.option(
     "--scope",
@@ -138,9 +146,11 @@ def _crawl_progress(source: str) -> Any:
 @click.option(
     "--delay",
     type=limits.seconds(limits.MAX_DELAY),
-    help="Seconds between fetches from a host [1].",
+    help="Seconds between fetches from a host [the delay setting, THRESHER_DELAY: 1].",
 )
-@click.option("--concurrency", type=limits.concurrency(), help="Fetches in flight [16].")
+@click.option(
+    "-c", "--concurrency", type=limits.concurrency(), help="Fetches in flight, in all [16]."
+)
 @click.option(
     "--host-connections", type=limits.concurrency(), help="Fetches in flight per host [1]."
 )
@@ -262,6 +272,6 @@ def crawl_command(
         )
         click.echo(f"WARC files in {folder}")
         if outcome == "interrupted":
-            click.echo("stopped: run the same command again to resume")
+            click.echo("interrupted: what was fetched is committed; resume with the same command")
     if outcome == "failed":
         sys.exit(EXIT_SOURCE_FAILED)

@@ -18,14 +18,16 @@ from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
-from rich.table import Table
 
 from ..archives.kinds import KINDS
 from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
+from ..redact import redact_url
 from ..sources import add_source, get_source
 from ..store import Tx
 from .app import App, setup_logging
+from .commands import examples, summary
+from .output import print_table
 from .run import run_plan
 
 if TYPE_CHECKING:
@@ -74,7 +76,11 @@ def build_archive(server: DemoArchive, now: float) -> None:
     server.add_list(DEMO_LIST, months[0], mail)
 
 
-@click.command("demo")
+@click.command(
+    "demo",
+    short_help=summary("demo"),
+    epilog=examples("thresher demo", "thresher --home /tmp/demo demo --port 9000"),
+)
 @click.option(
     "--port",
     type=click.IntRange(0, 65535),
@@ -112,9 +118,10 @@ def demo_command(app: App, port: int) -> None:
         server.stop()
     outcomes = {s.source: s for r in reports for s in r.sources}
     with app.store() as store, store.transaction(write=False) as tx:
-        table = Table(
+        header = (
             "source", "outcome", "messages", "months", "complete", "requests", "month bodies", "KiB"
-        )
+        )  # fmt: skip
+        rows = []
         for kind, name in zip(KINDS, names, strict=True):
             report = outcomes.get(name)
             stored = tx.one("count_source_messages", source=name)
@@ -123,7 +130,7 @@ def demo_command(app: App, port: int) -> None:
             bodies = [
                 r for r in requests if _MONTH_FILE[kind].search(r.target) and r.status in (200, 206)
             ]
-            table.add_row(
+            rows.append((
                 name,
                 report.outcome if report else "?",
                 str(stored["n"] if stored else 0),
@@ -132,10 +139,19 @@ def demo_command(app: App, port: int) -> None:
                 str(len(requests)),
                 str(len(bodies)),
                 f"{sum(r.sent for r in requests) / 1024:.0f}",
-            )
-    Console(width=120).print(table)
+            ))  # fmt: skip
+    print_table(header, rows, width=120)
+    interrupted = any(r.interrupted for r in reports)
+    where = config.home if config.db is None else redact_url(config.store_url)
+    took = time.monotonic() - started
+    if interrupted:
+        click.echo(
+            f"interrupted: what was harvested is stored in {where}; resume with the same"
+            " command ('thresher demo')"
+        )
+        return
     click.echo(
-        f"stored in {config.home}; took {time.monotonic() - started:.1f} s. Next: run"
+        f"stored in {where}; took {took:.1f} s. Next: run"
         " 'thresher demo' again (no month body is downloaded twice),"
         " 'thresher search release', 'thresher export demo-ponymail --format mbox',"
         " 'thresher status'"

@@ -24,6 +24,7 @@ from ..archives.export import FORMATS, check_month, export_messages
 from ..errors import ThresherError, UsageError
 from ..sources import get_source
 from .app import App
+from .commands import examples, summary
 
 __all__ = ["OutputClosed", "atomic_output", "export_command", "write_output"]
 
@@ -83,7 +84,14 @@ def write_output(
     return count, "standard output"
 
 
-@click.command("export")
+@click.command(
+    "export",
+    short_help=summary("export"),
+    epilog=examples(
+        "thresher export demo-ponymail -o demo.mbox",
+        "thresher export demo-ponymail --month 2026-12 --format jsonl | head -1",
+    ),
+)
 @click.argument("name")
 @click.option(
     "--month",
@@ -94,7 +102,8 @@ def write_output(
     "--format",
     "fmt",
     type=click.Choice(FORMATS),
-    required=True,
+    default="mbox",
+    show_default=True,
     help="mbox: mboxrd, readable by mail clients; jsonl: one JSON object per message.",
 )
 @click.option(
@@ -106,9 +115,12 @@ def write_output(
 @click.pass_obj
 def export_command(app: App, name: str, month: str | None, fmt: str, output: Path | None) -> None:
     """Write the stored messages of list NAME, ordered by month and position in the
-    archive, as mboxrd or JSON lines (fields: see docs/mail.md)."""
+    archive, as mboxrd (the default) or JSON lines: one object per message with source,
+    month, key, message_id, date, date_raw, date_flag, from_name, from_addr, subject,
+    in_reply_to, references, conflict, sha256, parse_error, raw (the message as text,
+    undecodable bytes as U+FFFD) and raw_base64 (its exact bytes)."""
     check_month(month)
-    with app.store() as store, store.transaction(write=False) as tx:
+    with app.store(read=True) as store, store.transaction(write=False) as tx:
         get_source(tx, name)
         count, where = write_output(
             output, lambda out: export_messages(tx, name, month, fmt, out), "export"

@@ -46,6 +46,7 @@ from ..sources import add_source, get_source
 from ..sources.ingest import INGEST_URL, ingest_warc_dir, parse_statuses
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 from .ingest_report import register
 from .run import EXIT_SOURCE_FAILED, run_plan
 
@@ -63,7 +64,14 @@ PLAIN_PROGRESS_SECONDS = 10.0
 Progressed = Callable[[int, LoadReport], None]
 
 
-@click.group("ingest")
+@click.group(
+    "ingest",
+    short_help=summary("ingest"),
+    epilog=examples(
+        "thresher ingest load unpaywall.jsonl.gz --source unpaywall && thresher ingest run",
+        "thresher ingest results --status success -o hits.jsonl",
+    ),
+)
 def ingest_group() -> None:
     """Bulk ingest: URLs that digital libraries say hold the full text of a work."""
 
@@ -104,7 +112,13 @@ def _progress(console: Console | None, path: Path) -> Iterator[Progressed]:
     yield write
 
 
-@ingest_group.command("load")
+@ingest_group.command(
+    "load",
+    epilog=examples(
+        "thresher ingest load unpaywall.jsonl.gz --source unpaywall",
+        "thresher ingest load requests.tsv --json",
+    ),
+)
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option(
     "--source",
@@ -163,7 +177,13 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
         raise damaged
 
 
-@ingest_group.command("run")
+@ingest_group.command(
+    "run",
+    epilog=examples(
+        "thresher ingest run -c 8",
+        "thresher ingest run --type pdf --source unpaywall --retry no-pdf-link --limit 1000",
+    ),
+)
 @click.option(
     "--type", "ingest_type", type=click.Choice(sorted(INGEST_TYPES)), help="Only this type."
 )
@@ -191,14 +211,23 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
     "--allow-private",
     is_flag=True,
     default=None,
-    help="Also fetch private, loopback and link-local addresses (refused by default).",
+    help="Also fetch private, loopback and link-local addresses (refused by default);"
+    " URLs refused for their address before (blocked-address) are fetched again.",
 )
 @click.option(
     "--blocklist",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A file of more URL substrings never to fetch (one per line; 're:' for a regex).",
 )
-@click.option("-w", "--workers", type=limits.workers(), help="URLs fetched at once [4].")
+@click.option(
+    "-c",
+    "--concurrency",
+    "-w",
+    "--workers",
+    "workers",
+    type=limits.workers(),
+    help="URLs fetched at once (-w/--workers: the old name) [4].",
+)
 @click.option(
     "--detach", is_flag=True, help="Only queue the run: `thresher worker` processes do it."
 )
@@ -230,7 +259,12 @@ def run_command(
     too; an interrupted run resumes with the same command (keeping its selection)."""
     config = app.with_flags(workers=workers)
     options: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
-    options["retry"] = " ".join(parse_statuses(",".join(retry)))
+    retries = parse_statuses(",".join(retry))
+    if flags.get("allow_private") and "blocked-address" not in retries:
+        # URLs refused for their address are what --allow-private is given for: fetched
+        # again without being named (they were marked so by a run without it).
+        retries.append("blocked-address")
+    options["retry"] = " ".join(retries)
     options["force"] = force
     if blocklist is not None:
         options["blocklist"] = str(blocklist.resolve())
@@ -298,8 +332,15 @@ def run_command(
         if error:
             click.echo(f"error: {error}")
         if outcome == "interrupted":
-            click.echo("stopped: run the same command again to resume")
-    if outcome == "failed":
+            click.echo("interrupted: what was fetched is committed; resume with the same command")
+    blocked = statuses.get("blocked-address", 0)
+    if blocked:
+        click.echo(
+            f"{blocked} URLs refused: private or loopback addresses; pass --allow-private"
+            " to fetch them (they are fetched again then, without --retry)",
+            err=True,
+        )
+    if outcome == "failed" or (blocked and blocked == urls):  # nothing fetched at all
         sys.exit(EXIT_SOURCE_FAILED)
 
 

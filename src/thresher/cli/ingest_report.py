@@ -29,6 +29,7 @@ from rich.table import Table
 from ..ingest.report import PENDING, ingest_stats, iter_results
 from ..ingest.requests import INGEST_TYPES
 from .app import App
+from .commands import examples
 from .export import write_output
 
 __all__ = ["register", "results_command", "stats_command"]
@@ -59,7 +60,13 @@ def _write_lines(lines: Iterable[dict[str, Any]], out: IO[bytes]) -> int:
     return count
 
 
-@click.command("results")
+@click.command(
+    "results",
+    epilog=examples(
+        "thresher ingest results --status success -o hits.jsonl",
+        "thresher ingest results --source unpaywall | jq -r .status | sort | uniq -c",
+    ),
+)
 @click.option(
     "--status",
     "statuses",
@@ -99,11 +106,15 @@ def results_command(
 ) -> None:
     """Write the ingest results as JSON Lines, one per fetched URL, ordered by
     ingest_type and base_url: what was found (status, hit, terminal URL, hops, error),
-    the file (file_meta, or null) and every request naming the URL (fields: see
-    docs/ingest.md). Exits 0 even when nothing matches."""
+    the file (file_meta, or null) and every request naming the URL. Each line has
+    ingest_type, base_url, hit, status, terminal_url, terminal_status, hops, error,
+    attempts, updated, file_meta (sha1, sha256, md5, size, mimetype, warc_file,
+    warc_offset) and
+    requests (link_source, link_source_id, release_stage, ext_ids, request). Exits 0
+    even when nothing matches."""
     del as_json  # JSON Lines is the only output; the flag stays for old scripts
     wanted = _statuses(statuses)
-    with app.store() as store, store.transaction(write=False) as tx:
+    with app.store(read=True) as store, store.transaction(write=False) as tx:
         results = iter_results(tx, status=wanted, link_source=source, ingest_type=ingest_type)
         count, where = write_output(output, lambda out: _write_lines(results, out), "results")
     if app.verbose >= 0:
@@ -111,7 +122,7 @@ def results_command(
         click.echo(f"wrote {count} {noun} to {where}", err=True)
 
 
-@click.command("stats")
+@click.command("stats", epilog=examples("thresher ingest stats", "thresher ingest stats --json"))
 @click.option(
     "--json",
     "as_json",
@@ -123,7 +134,7 @@ def stats_command(app: App, as_json: bool) -> None:
     """Count requests, URLs, results and hits; results by status; requests by source
     (pending: no result yet, and by the status of their URL's result); requests,
     results and hits by ingest_type."""
-    with app.store() as store, store.transaction(write=False) as tx:
+    with app.store(read=True) as store, store.transaction(write=False) as tx:
         stats = ingest_stats(tx)
     if as_json:
         click.echo(json.dumps(stats, indent=2, ensure_ascii=False))

@@ -4,32 +4,50 @@ a traceback."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from .. import __version__
-from ..config import describe
 from ..errors import ThresherError
-from ..redact import redact_text
-from ..runtime import private_files, tune_process
-from .app import App
-from .crawl import crawl_command
-from .demo import demo_command
-from .export import export_command
-from .ingest import ingest_group
-from .run import run_command
-from .search import search_command
-from .serve import serve_command
-from .source import source_group
-from .status import status_command
-from .worker import worker_command
+from .commands import COMMANDS, examples, summary
 
 __all__ = ["cli", "entry", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands are imported when one is run or asked for, not before:
+    `thresher --help` lists them from `commands.COMMANDS` without importing any."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            module, attribute, _ = COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx) if name in COMMANDS]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=examples(
+        "thresher demo",
+        "thresher source add maven-dev 'https://lists.apache.org/list.html?dev@maven.apache.org'"
+        " && thresher run",
+    ),
+)
 @click.version_option(__version__, prog_name="thresher")
 @click.option(
     "--home",
@@ -47,48 +65,62 @@ __all__ = ["cli", "entry", "main"]
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings and errors.")
 @click.pass_context
 def cli(ctx: click.Context, home: Path | None, db: str | None, verbose: int, quiet: bool) -> None:
-    """Thresher keeps local copies of web archives complete and current, run after run."""
+    """Thresher keeps local copies of web archives complete and current, run after run.
+
+    Each command's --help says what it does and shows examples; the README (the
+    package's page, https://pypi.org/project/thresher/) and the docs/ folder of the
+    source distribution say more."""
+    if isinstance(ctx.obj, dict) and ctx.obj.get("program"):
+        # The `thresher` program itself, not a test calling `main`: the command and
+        # everything it needs are imported by now (see `thresher.runtime`).
+        from ..runtime import tune_process
+
+        tune_process()
+    from .app import App
+
     ctx.obj = App(flags={"home": home, "db": db}, verbose=-1 if quiet else verbose)
 
 
-@cli.command("config")
+@cli.command(
+    "config",
+    short_help=summary("config"),
+    epilog=examples("thresher config", "THRESHER_DELAY=0 thresher config | grep -A1 '^delay '"),
+)
 @click.pass_obj
-def config_command(app: App) -> None:
+def config_command(app: Any) -> None:
     """Show every setting: its value now, its environment variable and what it does.
 
     Settings come from HOME/thresher.toml, then THRESHER_* variables, then flags."""
+    from ..config import describe
+
     for name, value, env, doc in describe(app.config):
         click.echo(f"{name} = {value}\n    {doc} [env {env}]")
 
 
-cli.add_command(crawl_command)
-cli.add_command(demo_command)
-cli.add_command(source_group)
-cli.add_command(run_command)
-cli.add_command(status_command)
-cli.add_command(export_command)
-cli.add_command(search_command)
-cli.add_command(serve_command)
-cli.add_command(ingest_group)
-cli.add_command(worker_command)
-
-
 def entry() -> int:
-    """The `thresher` program: `main` in a process of its own, tuned for long runs,
-    whose files are private."""
-    private_files()
-    tune_process()
-    return main()
+    """The `thresher` program (kept here for installs whose script names it)."""
+    from .entry import entry as run
+
+    return run()
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, program: bool = False) -> int:
+    """Run the command line `argv` (default: the process's); errors become one line and
+    an exit code. `program`: this is the `thresher` program, not a caller of `main`."""
     try:
-        cli.main(args=argv, prog_name="thresher", standalone_mode=False)
+        cli.main(
+            args=argv,
+            prog_name="thresher",
+            standalone_mode=False,
+            obj={"program": True} if program else None,
+        )
     except ThresherError as exc:
+        from ..redact import redact_text
+
         click.echo(f"thresher: error: {redact_text(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
-        click.echo("thresher: aborted", err=True)
+        click.echo("thresher: interrupted", err=True)
         return 130
     except click.ClickException as exc:
         exc.show()

@@ -36,6 +36,7 @@ from ..sources.directory import list_sources
 from ..store.aio import AsyncStore
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 
 __all__ = [
     "EXIT_SOURCE_FAILED",
@@ -184,8 +185,8 @@ def stop_on_signals(plan: ExecutionPlan, config: Config) -> Iterator[None]:
         signals += 1
         if signals == 1:
             log.warning(
-                "%s: finishing in-flight jobs (up to %.0f s), then stopping;"
-                " send it again to stop now",
+                "%s: stopping: nothing new starts; what is in flight gets a few seconds"
+                " (at most %.0f s), then is committed; send it again to stop now",
                 signame,
                 config.grace_seconds,
             )
@@ -219,16 +220,23 @@ def _shards_to_start(app: App, names: tuple[str, ...]) -> int:
     return total
 
 
-@click.command("run")
+@click.command(
+    "run",
+    short_help=summary("run"),
+    epilog=examples("thresher run", "thresher run maven-dev nightly --every 1h -c 8"),
+)
 @click.argument("names", nargs=-1, metavar="[NAME]...")
 @click.option(
     "--every", metavar="DURATION", help="Repeat forever, a run every DURATION (1h, 15m, 1d)."
 )
 @click.option(
+    "-c",
+    "--concurrency",
     "-w",
     "--workers",
+    "workers",
     type=limits.workers(),
-    help="Concurrent workers. [env THRESHER_WORKERS; default 4]",
+    help="Jobs run at once (-w/--workers: the old name). [env THRESHER_WORKERS; default 4]",
 )
 @click.option(
     "--grace",
@@ -299,9 +307,14 @@ def run_command(
                     line += f" as run {s.run_id}: `thresher worker` processes will do it"
                 if s.shortfall:
                     line += f"; {s.shortfall} messages the archive counts are not stored"
+                if s.problems:
+                    line += f"; {s.problems}"
                 click.echo(line + (f"; {s.error}" if s.error else ""))
             if report.interrupted:
-                click.echo("stopped: unfinished work stays queued for the next run")
+                click.echo(
+                    "interrupted: what was done is committed, the rest stays queued;"
+                    " resume with the same command"
+                )
         click.echo(f"took {time.time() - started:.1f} s")
     if interval is None and not any(r.interrupted for r in reports):
         if failed:

@@ -22,6 +22,7 @@ from ..sources import get_source
 from ..store import Row
 from . import limits
 from .app import App
+from .commands import examples, summary
 
 __all__ = ["hit_json", "search_command"]
 
@@ -51,7 +52,14 @@ def _flat(text: Any) -> str:
     return " ".join(str(text or "").split())
 
 
-@click.command("search")
+@click.command(
+    "search",
+    short_help=summary("search"),
+    epilog=examples(
+        "thresher search release notes --list demo-pipermail",
+        "thresher search '\"exact phrase\" word' --limit 100 --json",
+    ),
+)
 @click.argument("query", nargs=-1, required=True)
 @click.option("--list", "list_name", metavar="NAME", help="Only the messages of this list.")
 @click.option(
@@ -62,7 +70,13 @@ def _flat(text: Any) -> str:
     metavar="N",
     help="At most N hits.",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON array (fields: see docs/mail.md).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON array; each hit has id, source, month, date, from_name, from_addr,"
+    " subject, message_id and snippet.",
+)
 @click.pass_obj
 def search_command(
     app: App, query: tuple[str, ...], list_name: str | None, limit: int, as_json: bool
@@ -74,7 +88,7 @@ def search_command(
     text = " ".join(query)
     if not parse_query(text):
         raise UsageError(f"nothing to search for in {text!r}: give words or quoted phrases")
-    with app.store() as store, store.transaction(write=False) as tx:
+    with app.store(read=True) as store, store.transaction(write=False) as tx:
         if list_name is not None:
             get_source(tx, list_name)
         rows = search_messages(tx, store.backend, text, list_name, limit)

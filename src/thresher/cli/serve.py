@@ -10,11 +10,19 @@ import click
 from ..errors import UsageError
 from ..redact import redact_url as redact
 from .app import App, setup_logging
+from .commands import examples, summary
 
 __all__ = ["serve_command"]
 
 
-@click.command("serve")
+@click.command(
+    "serve",
+    short_help=summary("serve"),
+    epilog=examples(
+        "thresher serve",
+        'thresher serve --host 0.0.0.0 --port 8800 --token "$(openssl rand -hex 16)"',
+    ),
+)
 @click.option(
     "--host", default="127.0.0.1", show_default=True,
     help="Address to listen on. Anything but loopback requires a token.",

@@ -12,6 +12,7 @@ from ..sources import Source, add_source, all_types, get_source, get_type, list_
 from ..sources import remove_source as remove
 from ..status import iso
 from .app import App
+from .commands import examples, summary
 
 __all__ = ["source_group"]
 
@@ -27,12 +28,25 @@ def source_json(source: Source) -> dict[str, object]:
     }
 
 
-@click.group("source")
+@click.group(
+    "source",
+    short_help=summary("source"),
+    epilog=examples(
+        "thresher source add maven-dev 'https://lists.apache.org/list.html?dev@maven.apache.org'",
+        "thresher source list --json",
+    ),
+)
 def source_group() -> None:
     """Add, list, show and remove sources (the things to harvest)."""
 
 
-@source_group.command("add")
+@source_group.command(
+    "add",
+    epilog=examples(
+        "thresher source add maven-dev 'https://lists.apache.org/list.html?dev@maven.apache.org'",
+        "thresher source add site https://example.org/ --type web -o scope=domain -o delay=2",
+    ),
+)
 @click.argument("name")
 @click.argument("url")
 @click.option("-t", "--type", "type_name", help="Source type (see 'thresher source types').")
@@ -55,12 +69,20 @@ def add_command(
     click.echo(f"added source {source.name} ({source.type}) {source.url}")
 
 
-@source_group.command("list")
-@click.option("--json", "as_json", is_flag=True, help="One JSON array (fields: see README).")
+@source_group.command(
+    "list", epilog=examples("thresher source list", "thresher source list --json")
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="One JSON array; each source has name, type, url, options (defaults filled in),"
+    " created and updated (ISO 8601 UTC).",
+)
 @click.pass_obj
 def list_command(app: App, as_json: bool) -> None:
     """List the sources."""
-    with app.store() as store, store.transaction(write=False) as tx:
+    with app.store(read=True) as store, store.transaction(write=False) as tx:
         sources = list_sources(tx)
     if as_json:
         click.echo(json.dumps([source_json(s) for s in sources], indent=2))
@@ -71,13 +93,15 @@ def list_command(app: App, as_json: bool) -> None:
         click.echo(f"{s.name}\t{s.type}\t{s.url}")
 
 
-@source_group.command("show")
+@source_group.command(
+    "show", epilog=examples("thresher source show maven-dev", "thresher source show site --json")
+)
 @click.argument("name")
 @click.option("--json", "as_json", is_flag=True, help="As JSON.")
 @click.pass_obj
 def show_command(app: App, name: str, as_json: bool) -> None:
     """Show one source with its options."""
-    with app.store() as store, store.transaction(write=False) as tx:
+    with app.store(read=True) as store, store.transaction(write=False) as tx:
         source = get_source(tx, name)
     if as_json:
         click.echo(json.dumps(source_json(source), indent=2))
@@ -90,7 +114,7 @@ def show_command(app: App, name: str, as_json: bool) -> None:
         click.echo(f"  {key} = {json.dumps(value)}    {doc}")
 
 
-@source_group.command("remove")
+@source_group.command("remove", epilog=examples("thresher source remove maven-dev"))
 @click.argument("name")
 @click.pass_obj
 def remove_command(app: App, name: str) -> None:
@@ -100,7 +124,9 @@ def remove_command(app: App, name: str) -> None:
     click.echo(f"removed source {name}")
 
 
-@source_group.command("types")
+@source_group.command(
+    "types", epilog=examples("thresher source types", "thresher source types | grep -A12 '^web'")
+)
 def types_command() -> None:
     """List the source types and their options."""
     for stype in all_types():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 
 import click
@@ -19,11 +20,13 @@ import click
 from ..clock import SystemClock
 from ..config import Config
 from ..jobs import PoolStats
-from ..jobs.worker import make_owner
+from ..jobs.queue import take_worker_name
+from ..liveness import BOOT_ID, HOST, is_alive
 from ..plan import ExecutionPlan
 from ..redact import redact_url
 from . import limits
 from .app import App, setup_logging
+from .commands import examples, summary
 from .run import JobCounts, open_async_store, stop_on_signals
 
 __all__ = ["worker_command"]
@@ -57,7 +60,14 @@ async def serve(config: Config, owner: str) -> PoolStats:
         await store.close()
 
 
-@click.command("worker")
+@click.command(
+    "worker",
+    short_help=summary("worker"),
+    epilog=examples(
+        "thresher --db postgresql://harvest@db.internal/thresher worker --name w1 -c 8",
+        "thresher run --detach && thresher worker  # SQLite: a worker on this machine",
+    ),
+)
 @click.option(
     "--db",
     metavar="URL",
@@ -66,10 +76,18 @@ async def serve(config: Config, owner: str) -> PoolStats:
 @click.option(
     "-c",
     "--concurrency",
+    "-w",
+    "--workers",
+    "concurrency",
     type=limits.workers(),
-    help="Jobs this worker runs at once. [env THRESHER_WORKERS; default 4]",
+    help="Jobs this worker runs at once (-w/--workers: as `run` once said)."
+    " [env THRESHER_WORKERS; default 4]",
 )
-@click.option("--name", help="This worker's name in `thresher status` [the host name].")
+@click.option(
+    "--name",
+    help="This worker's name in `thresher status` [the host name]; if a live worker has it,"
+    " NAME-2, NAME-3…",
+)
 @click.option(
     "--grace",
     "grace_seconds",
@@ -90,7 +108,17 @@ def worker_command(
     crawl` and `thresher ingest run`; workers close each run when its jobs are done."""
     config = app.with_flags(db=db, workers=concurrency, grace_seconds=grace_seconds)
     setup_logging(app.verbose, None)
-    owner = make_owner(name)
+    with app.store() as store, store.transaction() as tx:
+        now = time.time()
+        owner = take_worker_name(
+            tx,
+            name or HOST,
+            now,
+            lambda row: is_alive(row, now, 2 * config.lease_seconds),
+            host=HOST,
+            pid=os.getpid(),
+            boot_id=BOOT_ID,
+        )
     where = redact_url(config.store_url)
     log.info("worker %s: serving %s with %d at once", owner, where, config.workers)
     stats = asyncio.run(serve(config, owner))

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..clock import Clock
-from ..errors import Deferred, PermanentError
+from ..errors import Deferred, Interrupted, PermanentError
 from ..fetch import Fetcher, FetchError, FetchSettings, Response
 from ..fetch.leases import HostLeases
 from ..fetch.polite import fetch_robots
@@ -81,6 +81,9 @@ SHARD_QUICK_POLLS_SECONDS = 1.0
 SHARD_HOLD_SECONDS = 2.0
 # How long links to hosts without an owner may wait for a commit to give them one.
 OWNERS_SECONDS = 0.1
+# Stopping (SIGINT, SIGTERM): fetches in flight get this long to finish and be
+# committed; those still running then are abandoned, and fetched again on resume.
+STOP_IN_FLIGHT_SECONDS = 3.0
 # Redirects followed in a row, as handlers do (`sources.http.MAX_REDIRECTS`); the next
 # is an error. Counted in memory, so a resumed crawl may follow a chain 10 more.
 MAX_REDIRECTS = 10
@@ -189,8 +192,12 @@ class CrawlEngine:
         fetch_settings: FetchSettings | None = None,
         leases: HostLeases | None = None,
         shard: Shard | None = None,
+        stop: asyncio.Event | None = None,
     ) -> None:
         self.settings = settings
+        # Set when the process is stopping: start no fetch, finish those in flight,
+        # commit, raise Interrupted.
+        self.stop = stop
         self.source = source
         self.run_id = run
         self.store = store
@@ -209,6 +216,8 @@ class CrawlEngine:
             user_agent=settings.user_agent,
             allow_private=settings.allow_private,
             total_timeout=settings.timeout,
+            stall_timeout=settings.stall_timeout,
+            read_timeout=settings.read_timeout,
             max_body=settings.max_body,
             max_decoded=settings.max_body,  # one cap, on the wire and decoded
             limit=self.concurrency * 2,
@@ -283,6 +292,7 @@ class CrawlEngine:
             policy = self.workbench.policy
             self.workbench.not_before = self.clock.now() + max(policy.delay, policy.ip_delay)
         self.pages = await open_pages(setup, self.settings.parse_processes)
+        watcher = None if self.stop is None else asyncio.ensure_future(self._watch_stop())
         try:
             async with Fetcher(self.fetch_settings) as fetcher:
                 self.fetcher = fetcher
@@ -293,8 +303,12 @@ class CrawlEngine:
         except BaseException as exc:
             # Interrupted (a signal, a lost lease, a store error): keep what is done. A
             # deferred shard had nothing in hand, and says so again.
-            await self._abort(idle=isinstance(exc, Deferred))
+            idle = isinstance(exc, Deferred) and not isinstance(exc, Interrupted)
+            await self._abort(idle=idle)
             raise
+        finally:
+            if watcher is not None:
+                watcher.cancel()
         await self._commit(final=True)
         files = await self.pages.close()
 
@@ -367,6 +381,26 @@ class CrawlEngine:
         loaded.pending.clear()
         loaded.digests.clear()
 
+    def _stopping(self) -> bool:
+        return self.stop is not None and self.stop.is_set()
+
+    async def _watch_stop(self) -> None:
+        assert self.stop is not None
+        await self.stop.wait()
+        self._wake.set()
+
+    async def _finish_in_flight(self) -> None:
+        """Stopping: the fetches in flight get a few seconds to finish, so that what the
+        server sent is archived and committed, not asked for again on resume."""
+        if self._tasks:
+            log.info(
+                "%s: stopping: %d fetches in flight get %.0f s to finish",
+                self.source,
+                len(self._tasks),
+                STOP_IN_FLIGHT_SECONDS,
+            )
+            await asyncio.wait(set(self._tasks), timeout=STOP_IN_FLIGHT_SECONDS)
+
     async def _crawl(self) -> None:
         limit = self.concurrency
         while True:
@@ -375,6 +409,13 @@ class CrawlEngine:
             self._wake.clear()
             if self._failure is not None:
                 raise self._failure
+            if self._stopping():
+                await self._finish_in_flight()
+                raise Interrupted(
+                    f"crawl {self.source} stopped: what it fetched is committed,"
+                    " the rest stays queued",
+                    self.clock.now(),
+                )
             now = self.clock.now()
             decision: Fetch | float | None = None
             while len(self._tasks) < limit and not self._page_limit_reached():
@@ -622,7 +663,7 @@ class CrawlEngine:
 
     def _need_robots(self, url: str) -> None:
         site = _site_key(url)
-        if site not in self._robots_inflight:
+        if site not in self._robots_inflight and not self._stopping():
             self._robots_inflight.add(site)
             self._spawn(self._fetch_robots(site, url))
 

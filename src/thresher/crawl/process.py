@@ -9,11 +9,17 @@ first fetch). Either way the crawl reaches it pickled through a pipe and its sum
 comes back the same way; the parent keeps the job's lease alive with its heartbeat as for
 any job, and the child's commits check that lease, as the engine's always do.
 
-Stopping: when the job is cancelled (SIGTERM or Ctrl-C of the worker, a hand-back) the
-parent sends SIGTERM, and the child stops the way an interrupted crawl does — it commits
-what is done and keeps the rest for a resume. The child asks Linux to SIGKILL it when
-its parent dies (`PR_SET_PDEATHSIG`), so a `kill -9` of a worker never leaves a crawl
-writing WARC files behind it while another worker resumes the shard.
+Stopping: when the worker stops (SIGTERM or Ctrl-C) the parent sends SIGTERM at once,
+and the child stops the way a crawl in the worker's own process does — it starts no
+fetch, gives those in flight a few seconds, commits what is done, keeps the rest for a
+resume and answers `Interrupted`. A second SIGTERM (the job cancelled: a second Ctrl-C,
+the grace period over, a hand-back) cuts the fetches in flight off at once, and it
+commits and stops. The child never hears Ctrl-C itself: it starts with SIGINT blocked,
+so the terminal's signal reaches only the parent, which decides.
+
+The child asks Linux to SIGKILL it when its parent dies (`PR_SET_PDEATHSIG`), so a
+`kill -9` of a worker never leaves a crawl writing WARC files behind it while another
+worker resumes the shard.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..childproc import die_with_parent
+from ..childproc import die_with_parent, sigint_blocked
 from ..clock import Clock, SystemClock
 from ..errors import PermanentError, TransientError
 from ..fetch.leases import HostLeases
@@ -69,8 +75,15 @@ class ChildCrawl:
     lease_seconds: float
     log_level: int
 
-    def engine(self, store: AsyncStore, clock: Clock, leases: HostLeases | None) -> CrawlEngine:
-        """The engine this describes, on `store` (in this process or a child's)."""
+    def engine(
+        self,
+        store: AsyncStore,
+        clock: Clock,
+        leases: HostLeases | None,
+        stop: asyncio.Event | None = None,
+    ) -> CrawlEngine:
+        """The engine this describes, on `store` (in this process or a child's);
+        `stop` set: finish what is in flight, commit, raise Interrupted."""
         return CrawlEngine(
             self.settings,
             source=self.source,
@@ -82,12 +95,14 @@ class ChildCrawl:
             owner=self.owner,
             leases=leases,
             shard=self.shard,
+            stop=stop,
         )
 
 
-async def crawl_in_child(spec: ChildCrawl) -> CrawlSummary:
+async def crawl_in_child(spec: ChildCrawl, stop: asyncio.Event | None = None) -> CrawlSummary:
     """Run the crawl in a new process (a forked one from `prewarm` if there is one left)
-    and return its summary, or raise what it raised."""
+    and return its summary, or raise what it raised. `stop` set: the child finishes
+    what is in flight, commits and answers `Interrupted`."""
     child = _forked.pop() if _forked else await _Spawned.start()
     try:
         child.send(pickle.dumps(spec))
@@ -96,15 +111,31 @@ async def crawl_in_child(spec: ChildCrawl) -> CrawlSummary:
         child = await _Spawned.start()
         child.send(pickle.dumps(spec))
     answer = asyncio.ensure_future(child.answer())
+
+    async def pass_stop_on() -> None:
+        assert stop is not None
+        await stop.wait()
+        child.signal(signal.SIGTERM)  # the first: stop soon
+
+    relay = None if stop is None else asyncio.ensure_future(pass_stop_on())
     try:
         try:
             data = await asyncio.shield(answer)
         except asyncio.CancelledError:
-            child.signal(signal.SIGTERM)  # the child commits what is done, then stops
+            if relay is not None and relay.done():
+                child.signal(signal.SIGTERM)  # the second: stop now
+            else:
+                # Stop now: the child hears "soon", then at once "now"; it commits what
+                # is done, then stops.
+                child.signal(signal.SIGTERM)
+                await asyncio.sleep(0.05)
+                child.signal(signal.SIGTERM)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(answer), STOP_SECONDS)
             raise
     finally:
+        if relay is not None:
+            relay.cancel()
         try:
             await asyncio.wait_for(asyncio.shield(child.reap()), STOP_SECONDS)
         except TimeoutError:
@@ -130,13 +161,14 @@ class _Spawned:
 
     @classmethod
     async def start(cls) -> _Spawned:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            __name__,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-        )
+        with sigint_blocked():  # Ctrl-C is the parent's to hear (see the module's doc)
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                __name__,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
         return cls(proc)
 
     @property
@@ -329,8 +361,16 @@ async def _crawl(spec: ChildCrawl) -> CrawlSummary:
         else None
     )
     clock = SystemClock()
-    task = asyncio.ensure_future(spec.engine(store, clock, leases).run())
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    stop = asyncio.Event()
+    task = asyncio.ensure_future(spec.engine(store, clock, leases, stop).run())
+
+    def on_sigterm() -> None:
+        # The first: stop soon (finish what is in flight); the second: now.
+        if stop.is_set():
+            task.cancel()
+        stop.set()
+
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
     try:
         return await task
     finally:

@@ -8,11 +8,12 @@ turns them down explicitly.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..config import DEFAULT_USER_AGENT
+from ..config import Config
 from ..errors import SourceError
 from ..frontier import Politeness, Scope
 
@@ -21,6 +22,9 @@ __all__ = ["MAX_CONCURRENCY", "MAX_SHARDS", "CrawlSettings"]
 MAX_SHARDS = 256
 # Fetches in flight, in all: each may hold up to max_body bytes twice (wire, decoded).
 MAX_CONCURRENCY = 1024
+# The settings (`thresher.config`) a crawl shares with every other fetch, defaults
+# included: one place says what they are.
+_CONFIG = Config()
 
 
 @dataclass(frozen=True)
@@ -32,16 +36,19 @@ class CrawlSettings:
     max_pages: int | None = None
     max_depth: int | None = None
     max_per_host: int | None = None
-    delay: float = 1.0
+    delay: float = _CONFIG.delay
     concurrency: int = 16
     host_connections: int = 1
-    user_agent: str = DEFAULT_USER_AGENT
+    user_agent: str = _CONFIG.user_agent
     allow_private: bool = False
     # Fetch what pages embed (images, stylesheets, scripts, fonts …), in scope or not,
     # and read the seed hosts' sitemaps (robots.txt Sitemap: lines and /sitemap.xml).
     requisites: bool = True
     sitemaps: bool = True
-    timeout: float = 60.0
+    timeout: float = _CONFIG.http_timeout
+    # Silences a fetch allows (the settings of the same names), set from the config.
+    stall_timeout: float = _CONFIG.stall_timeout
+    read_timeout: float = _CONFIG.read_timeout
     max_body: int = 50 * 2**20
     warc_max_size: int = 1_000_000_000
     # How often finished pages and the WARC position are committed together: the work a
@@ -64,8 +71,11 @@ class CrawlSettings:
                 raise SourceError(f"{name} must be from 1 to {MAX_CONCURRENCY}")
         if not 1 <= self.shards <= MAX_SHARDS:
             raise SourceError(f"shards must be from 1 to {MAX_SHARDS}")
-        if self.delay < 0:
-            raise SourceError("the delay must not be negative")
+        if not 0 <= self.delay < math.inf:
+            raise SourceError(f"the delay must be a finite number of seconds, not {self.delay}")
+        for name in ("timeout", "stall_timeout", "read_timeout"):
+            if not 0 < getattr(self, name) < math.inf:
+                raise SourceError(f"{name} must be a positive number of seconds")
         self.make_scope()  # a bad regex is a usage error now, not in the middle of a crawl
 
     def make_scope(self) -> Scope:

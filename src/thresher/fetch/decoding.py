@@ -39,7 +39,6 @@ but never asked for: WARC replay tools (pywb) cannot undo it for the pages they 
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import io
 import math
@@ -496,6 +495,8 @@ async def decode_off_loop(decoding: Decoding, deadline: float) -> None:
     DecodeTimeout past `deadline` (`time.monotonic()`, the loop's clock)."""
     if decoding.run(ON_LOOP_BYTES, ON_LOOP_CALLS):
         return
+    import asyncio  # here: mbox files are gunzipped by modules that never await
+
     stop = threading.Event()
 
     def rest() -> None:

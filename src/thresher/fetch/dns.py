@@ -19,6 +19,7 @@ those itself and `guard.guarded_socket` checks every address before connecting).
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -26,7 +27,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 
 from thresher.clock import Clock, SystemClock
 from thresher.fetch.errors import AddressRefused, DNSError
-from thresher.fetch.guard import ip_literal, refusal
+from thresher.fetch.guard import ALLOW_HINT, ip_literal, refusal, refused_text
 
 __all__ = ["DNSCache", "GuardedResolver", "Lookup", "system_lookup"]
 
@@ -35,7 +36,46 @@ Lookup = Callable[[str], Awaitable[Sequence[str]]]
 
 _ADDRCONFIG = getattr(socket, "AI_ADDRCONFIG", 0)
 _NUMERIC = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
-_OFF = "allow_private is off"  # says what to change, and that the address is private
+
+
+log = logging.getLogger("thresher.fetch")
+
+# Failed lookups in a row, in this process, before it says it may be offline (a WARNING:
+# the retries that follow are INFO lines, and a run of minutes of them said nothing).
+OFFLINE_AFTER = 3
+
+
+class DNSStreak:
+    """Fetches that failed on DNS in a row, in this process: a machine without a network
+    fails them all. The job system counts its jobs' attempts that ended in a DNSError
+    (a lookup failure may be remembered and raised again: robots.txt unreachable); a
+    lookup that succeeds ends the streak. The first time the streak reaches
+    OFFLINE_AFTER, and each time it doubles, it warns."""
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self._warn_at = OFFLINE_AFTER
+
+    def failed(self, reason: str) -> None:
+        self.failures += 1
+        if self.failures >= self._warn_at:
+            self._warn_at *= 2
+            log.warning(
+                "offline? %d DNS failures in a row (the last: %s): no name resolves, so"
+                " nothing can be fetched; jobs are retried a few times, then fail until"
+                " the next run",
+                self.failures,
+                reason,
+            )
+
+    def succeeded(self) -> None:
+        if self.failures >= OFFLINE_AFTER:
+            log.info("DNS answers again after %d failures in a row", self.failures)
+        self.failures = 0
+        self._warn_at = OFFLINE_AFTER
+
+
+STREAK = DNSStreak()
 
 
 async def system_lookup(host: str) -> list[str]:
@@ -120,7 +160,7 @@ class DNSCache:
         if not self.allow_private:
             kind = refusal(address)
             if kind is not None:
-                raise AddressRefused(host, f"address {host} is {kind}; refused ({_OFF})")
+                raise AddressRefused(host, refused_text(host, kind))
         return host
 
     @staticmethod
@@ -144,6 +184,7 @@ class DNSCache:
             raise DNSError(host, f"cannot resolve {host}: {reason or type(exc).__name__}") from None
         if not answer:
             raise DNSError(host, f"cannot resolve {host}: no addresses")
+        STREAK.succeeded()
         if self.allow_private:
             allowed, refused = tuple(answer), ""
         else:
@@ -157,7 +198,7 @@ class DNSCache:
     def _why(host: str, answer: Sequence[str]) -> str:
         shown = ", ".join(f"{a} ({refusal(a)})" for a in answer[:4])
         more = f" and {len(answer) - 4} more" if len(answer) > 4 else ""
-        return f"{host} resolves only to refused addresses: {shown}{more} ({_OFF})"
+        return f"refused: {host} resolves only to refused addresses: {shown}{more}; {ALLOW_HINT}"
 
     def _store(self, key: str, entry: _Entry) -> None:
         entries = self._entries

@@ -114,6 +114,17 @@ def _kind(ip: _IPAddress) -> str | None:
     return None
 
 
+# What a refused fetch says to do about it: the flag of `crawl` and `ingest run`, the
+# option of a source.
+ALLOW_HINT = "pass --allow-private (a source: -o allow_private=true)"
+
+
+def refused_text(address: str, kind: str) -> str:
+    """A refused address, said so that the fix follows: "refused: loopback address
+    127.0.0.1; pass --allow-private …"."""
+    return f"refused: {kind} address {address}; {ALLOW_HINT}"
+
+
 @lru_cache(maxsize=8192)
 def refusal(address: str) -> str | None:
     """Why `address` must not be contacted ("loopback", "private", …), or None if it is
@@ -136,9 +147,7 @@ class GuardRefusal(OSError):
     fetch client recognises it and reports AddressRefused."""
 
     def __init__(self, address: str, kind: str) -> None:
-        super().__init__(
-            errno.EACCES, f"address {address} is {kind}; refused (allow_private is off)"
-        )
+        super().__init__(errno.EACCES, refused_text(address, kind))
         self.address = address
         self.kind = kind
 

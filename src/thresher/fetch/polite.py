@@ -24,7 +24,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from ..clock import Clock
-from ..errors import HostBusy, PermanentError, TransientError
+from ..errors import HostBusy, Interrupted, PermanentError, TransientError
 from ..frontier import (
     HostState,
     InvalidURL,
@@ -38,8 +38,8 @@ from ..frontier import (
 from ..frontier.politeness import IpState, is_failure
 from ..frontier.robots import MAX_ROBOTS_BYTES, Site, robots_body
 from .client import Fetcher, FetchSettings
-from .errors import AddressRefused, FetchError, InvalidRequestURL
-from .guard import ip_literal, refusal
+from .errors import AddressRefused, DNSError, FetchError, InvalidRequestURL
+from .guard import ip_literal, refusal, refused_text
 from .leases import HOLD_MARGIN, HostLeases
 from .response import Response
 
@@ -105,6 +105,7 @@ class PoliteFetcher:
         max_wait: float = 30.0,
         max_defer: float = 3600.0,
         leases: HostLeases | None = None,
+        stopping: asyncio.Event | None = None,
     ) -> None:
         self.settings = settings
         self.policy = politeness
@@ -114,6 +115,9 @@ class PoliteFetcher:
         self.max_defer = max_defer
         # Shared with the other workers of the store; None: this process alone.
         self.leases = leases
+        # Set when the process is stopping (SIGINT, SIGTERM): a GET that has not started
+        # yet (waiting for its host's turn, say) is not started, but handed back.
+        self.stopping = stopping
         self._ips: dict[str, IpState] = {}
         self.robots = RobotsCache(settings.user_agent)
         self._fetcher = Fetcher(settings, clock=clock)
@@ -148,12 +152,15 @@ class PoliteFetcher:
             # Refused before robots.txt and the host's turn: no request is made, so the
             # host neither waits nor backs off for it (later URLs of the host would be
             # refused as "host-backoff" instead of this).
-            raise AddressRefused(
-                url, f"address {literal} is {kind}; refused (allow_private is off)"
-            )
+            raise AddressRefused(url, refused_text(literal, kind))
+        self._not_if_stopping(url)
         if self.obey_robots:
             await self._check_robots(url)
-        return await self._polite_get(url, headers, max_body)
+        return await self._polite_get(url, headers, max_body, stoppable=True)
+
+    def _not_if_stopping(self, url: str) -> None:
+        if self.stopping is not None and self.stopping.is_set():
+            raise Interrupted(f"GET {url}: not started: stopping", self.clock.now())
 
     async def _polite_get(
         self,
@@ -161,7 +168,11 @@ class PoliteFetcher:
         headers: Mapping[str, str] | None,
         max_body: int | None = None,
         truncate: int | None = None,
+        *,
+        stoppable: bool = False,
     ) -> Response:
+        """`stoppable`: not started once the process is stopping (not robots.txt, which
+        a GET already started waits for)."""
         name = host_of(url)
         host = self._hosts.get(name)
         if host is None:
@@ -178,7 +189,7 @@ class PoliteFetcher:
         try:
             async with host.slots:
                 ip, ip_state = await self._ip_of(url, host.state)
-                await self._wait_turn(name, host.state, ip, ip_state)
+                await self._wait_turn(name, host.state, ip, ip_state, url if stoppable else None)
                 host.waiting -= 1
                 waiting = False
                 return await self._fetch_now(url, headers, max_body, host, ip, ip_state, truncate)
@@ -215,8 +226,10 @@ class PoliteFetcher:
             status, retry_after = resp.status, resp.retry_after
             return resp
         except FetchError as exc:
-            # A refused address, a bad URL, a body too large: not the host failing.
-            if not isinstance(exc, PermanentError):
+            # A refused address, a bad URL, a body too large: not the host failing; nor
+            # is a name that does not resolve (our network, or the name: parking the host
+            # would only hold its jobs back for minutes, past their retries).
+            if not isinstance(exc, PermanentError | DNSError):
                 status = None
             raise
         finally:
@@ -236,18 +249,28 @@ class PoliteFetcher:
         try:
             addresses = await self._fetcher.resolve(hostname)
         except FetchError as exc:
-            if not isinstance(exc, PermanentError):  # a refused address is no failure of it
+            # Neither a refused address nor a name that does not resolve is the host
+            # failing (see _fetch_now).
+            if not isinstance(exc, PermanentError | DNSError):
                 state.on_end(self.policy, self.clock.now(), None, None)
             raise exc.for_url(url) from None
         ip = addresses[0]
         return ip, self._ips.setdefault(ip, IpState())
 
     async def _wait_turn(
-        self, name: str, state: HostState, ip: str | None, ip_state: IpState | None
+        self,
+        name: str,
+        state: HostState,
+        ip: str | None,
+        ip_state: IpState | None,
+        stoppable: str | None = None,
     ) -> None:
-        """Sleep until this process, and the workers sharing the store, let `name` go."""
+        """Sleep until this process, and the workers sharing the store, let `name` go;
+        Interrupted if the process is stopping first (`stoppable`: the URL to say so of)."""
         deadline = self.clock.now() + self.max_wait
         while True:
+            if stoppable is not None:
+                self._not_if_stopping(stoppable)  # before a host lease is taken
             now = self.clock.now()
             wait = state.ready_at(ip_state) - now
             if wait <= 0 and self.leases is not None:

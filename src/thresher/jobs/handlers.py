@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 from .model import JOIN_KIND, Job, Outcome
 
 if TYPE_CHECKING:
+    import asyncio
+
     from ..clock import Clock
     from ..config import Config
     from ..fetch.leases import HostLeases
@@ -45,6 +47,10 @@ class JobContext:
     # The hosts' turns shared by every worker of a PostgreSQL store; None with SQLite.
     # Handlers that fetch without `fetcher` (a crawl) take their hosts' turns here.
     leases: HostLeases | None = None
+    # Set when the process is stopping (SIGINT, SIGTERM): a long job (a crawl) stops
+    # starting work, commits what it did and raises `Interrupted` within a few seconds,
+    # rather than run on through the grace period that short jobs get to finish.
+    stopping: asyncio.Event | None = None
 
 
 class Fetcher(Protocol):
@@ -81,7 +87,9 @@ def register(kind: str) -> Callable[[Handler], Handler]:
 
 def handler_for(kind: str) -> Handler | None:
     # Source types register their handlers when imported.
-    from .. import sources  # noqa: F401
+    from ..sources.types import load_builtin_types
+
+    load_builtin_types()
 
     return _HANDLERS.get(kind)
 

@@ -264,12 +264,44 @@ def expire_dead_owners(tx: Tx, now: float, is_dead: Callable[[Row], bool]) -> in
     count = 0
     for owner in tx.all("leased_owners"):
         if is_dead(owner):
-            rows = tx.all("expire_owner_leases", owner=owner["owner"], now=now)
-            _fail_commits_above(
-                tx, [(r["parent_id"], r["key"]) for r in rows if r["state"] == JobState.FAILED], now
-            )
-            count += len(rows)
+            count += expire_owner(tx, owner["owner"], now)
     return count
+
+
+def expire_owner(tx: Tx, owner: str, now: float) -> int:
+    """Return the jobs `owner` (gone) held to pending, attempts + 1, as expire_leases."""
+    rows = tx.all("expire_owner_leases", owner=owner, now=now)
+    _fail_commits_above(
+        tx, [(r["parent_id"], r["key"]) for r in rows if r["state"] == JobState.FAILED], now
+    )
+    return len(rows)
+
+
+def take_worker_name(
+    tx: Tx, name: str, now: float, alive: Callable[[Row], bool], *, host: str, pid: int,
+    boot_id: str | None,
+) -> str:  # fmt: skip
+    """The lease owner id of a worker the user named `name`: `name` itself unless a live
+    process holds it, else the first of `name-2`, `name-3`… that none does. A name last
+    held by a process that is gone is taken over: the jobs it still held go back to
+    pending first (attempt counted, as when a lease expires), or this process's
+    heartbeats would renew them for ever."""
+    for n in range(1, 10_000):
+        owner = name if n == 1 else f"{name}-{n}"
+        tx.one("lock_worker_name", owner=owner)
+        row = tx.one("get_worker", owner=owner)
+        if row is not None and alive(row):
+            continue
+        if row is not None:
+            expire_owner(tx, owner, now)
+            tx.execute("stop_waiting", owner=owner)
+            tx.execute("release_host_leases", owner=owner, now=now)
+        tx.execute(
+            "upsert_worker", owner=owner, hostname=host, pid=pid, boot_id=boot_id,
+            jobs_done=0, now=now,
+        )  # fmt: skip
+        return owner
+    raise ValueError(f"no free worker name like {name!r}")
 
 
 def renew(tx: Tx, owner: str, now: float, lease: float) -> int:

@@ -14,25 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
-import socket
 import traceback
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from ..clock import Clock
 from ..config import Config
-from ..errors import Deferred, LeaseLost
+from ..errors import Deferred, Interrupted, LeaseLost
 from ..fetch import FetchSettings
+from ..fetch.dns import STREAK
+from ..fetch.errors import DNSError
 from ..fetch.leases import HostLeases, forget_gone_waiters
 from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
-from ..store import Row, Tx
+from ..liveness import BOOT_ID as _BOOT_ID
+from ..liveness import HOST as _HOST
+from ..liveness import is_dead_here
+from ..store import Tx
 from ..store.aio import AsyncStore
 from . import queue
 from .handlers import C, Closable, JobContext, handler_for
@@ -62,39 +66,9 @@ T = TypeVar("T")
 HANDLER_MAX_BODY = 2 * 2**30
 
 
-_HOST = socket.gethostname()
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
-    except OSError:
-        return None
-
-
-_BOOT_ID = _boot_id()
-
-
 def make_owner(name: str | None = None) -> str:
+    """A unique lease owner id: the name given (or the host's), this pid and a nonce."""
     return f"{name or _HOST}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-
-
-def is_dead_here(worker: Row) -> bool:
-    """True for a worker of this machine that is certainly gone: its machine rebooted
-    since, or its process no longer exists. Anything else waits for its lease to expire."""
-    if worker["hostname"] != _HOST or not _BOOT_ID or not worker["boot_id"]:
-        return False
-    if worker["boot_id"] != _BOOT_ID:
-        return True
-    if int(worker["pid"]) == os.getpid():
-        return False
-    try:
-        os.kill(int(worker["pid"]), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:
-        return False  # exists, owned by someone else
-    return False
 
 
 @dataclass
@@ -243,6 +217,10 @@ class WorkerPool:
             jobs_done=self.stats.done,
             now=now,
         )
+        # What `status` needs to tell a run worked on from one left open.
+        tx.execute(
+            "set_worker_runs", owner=self.owner, runs=None if self.serve else json.dumps(self.runs)
+        )
         if self._leases is not None:
             forget_gone_waiters(tx, now)
         return queue.expire_leases(tx, now) + queue.expire_dead_owners(tx, now, is_dead_here)
@@ -272,6 +250,7 @@ class WorkerPool:
                 self.clock,
                 max_defer=self.config.defer_max,
                 leases=self._leases,
+                stopping=self._stopping,
             ).__aenter__()
             self._fetchers[key] = fetcher
         return fetcher
@@ -429,6 +408,7 @@ class WorkerPool:
             self._fetcher,
             self._get_shared,
             self._leases,
+            self._stopping,
         )
         try:
             if handler is None:
@@ -465,14 +445,22 @@ class WorkerPool:
         error = _describe(exc)
         now = self.clock.now()
         if isinstance(exc, Deferred):
+            # An interrupted job is due again at once: it stopped only because we did.
+            until = now if isinstance(exc, Interrupted) else exc.until
             try:
-                await self.store.run(lambda tx: queue.defer(tx, job, self.owner, exc.until, now))
+                await self.store.run(lambda tx: queue.defer(tx, job, self.owner, until, now))
             except LeaseLost as lost:
                 log.warning("%s", lost)
+                return
+            if isinstance(exc, Interrupted):
+                self.stats.released += 1
+                log.info("job %s handed back: %s", job.key, exc)
                 return
             self.stats.deferred += 1
             log.debug("job %s deferred: %s", job.key, exc)
             return
+        if isinstance(exc, DNSError):
+            STREAK.failed(str(exc))  # offline? says so early, as a warning
         try:
             if is_transient(exc) and not isinstance(exc, LookupError):
                 delay = backoff_delay(

@@ -29,7 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..archives.harvest import Decision, decide
-from ..archives.kinds import BUILTIN, ArchiveKind, Got, PageMissing
+from ..archives.kinds import ARCHIVE_TYPE_NAMES, BUILTIN, ArchiveKind, Got, PageMissing
 from ..archives.mbox import RawMessage
 from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
 from ..archives.rows import parse_rows
@@ -56,9 +56,6 @@ _COMMON = {
 
 
 _KINDS: dict[str, ArchiveKind] = {}
-
-# The mail source types (`thresher status` reports their units).
-ARCHIVE_TYPE_NAMES: set[str] = set()
 
 
 def register_kind(kind: ArchiveKind) -> SourceType:
@@ -206,7 +203,8 @@ def _read_local(path: str, headers: Mapping[str, str]) -> Got:
                 return Got(206, meta, data, len(data))
             data = f.read()
     except FileNotFoundError:
-        return Got(404, {}, b"", 0)
+        # Said as it is: "HTTP 404" sent people looking for a web server.
+        raise PermanentError(f"{path}: no such file") from None
     except OSError as exc:
         raise PermanentError(f"{path}: {exc.strerror or exc}") from None
     return Got(200, meta, data, len(data))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import HostBusy, SourceError, TransientError
+from ..errors import Deferred, SourceError, TransientError
 from ..fetch import (
     AddressRefused,
     BadResponse,
@@ -263,8 +263,8 @@ async def _fetch(ctx: JobContext) -> Outcome:
         url = step.url
         try:
             resp = await fetcher.get(url, None, max_body=max_bytes)
-        except HostBusy:
-            raise  # not a result: the job waits for the host's turn
+        except Deferred:
+            raise  # not a result: the job waits for the host's turn, or for the next run
         except (FetchError, RobotsDisallowed, TransientError) as exc:
             status = next((name for kind, name in _ERRORS if isinstance(exc, kind)), "bad-url")
             retry_after = getattr(exc, "retry_after", None)

@@ -6,13 +6,37 @@ options it takes. Later capabilities (archives, crawls, ingest lists) add types 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SourceError
+from ..store import Tx
 
-__all__ = ["Option", "SourceType", "all_types", "detect_type", "get_type", "register_type"]
+__all__ = [
+    "Option",
+    "RunNote",
+    "SourceType",
+    "all_types",
+    "detect_type",
+    "get_type",
+    "load_builtin_types",
+    "register_type",
+]
+
+# The modules of the built-in types, each registering its own when imported.
+BUILTIN_MODULES = ("archives", "ingest", "synthetic", "urls", "web")
+
+
+@dataclass(frozen=True)
+class RunNote:
+    """What a run whose jobs all succeeded still has to say: `text`, one line; `failed`:
+    the run achieved nothing (every fetch refused), so it is failed with `text` as its
+    error rather than ok."""
+
+    text: str
+    failed: bool = False
 
 
 @dataclass(frozen=True)
@@ -30,6 +54,8 @@ class Option:
             value = self.kind(raw)
         except ValueError:
             raise SourceError(f"option {name}={raw!r}: expected {self.kind.__name__}") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SourceError(f"option {name}={raw!r}: must be a finite number")
         if isinstance(value, int | float) and value < 0:
             raise SourceError(f"option {name}={raw!r}: must not be negative")
         return value
@@ -45,6 +71,9 @@ class SourceType:
     options: dict[str, Option] = field(default_factory=dict)
     # Checks the options together (a scope regex that compiles, say), after each parsed.
     check_options: Callable[[str, dict[str, Any]], None] = lambda url, options: None
+    # What a finished run that is otherwise ok should still report (a `urls` run's 404s):
+    # (transaction, source name, when the run started) -> a note, or None.
+    problems: Callable[[Tx, str, float], RunNote | None] = lambda tx, source, since: None
 
     def validate(self, url: str, raw: dict[str, str]) -> tuple[str, dict[str, Any]]:
         unknown = sorted(set(raw) - set(self.options))
@@ -66,11 +95,21 @@ def register_type(stype: SourceType) -> SourceType:
     return stype
 
 
+def load_builtin_types() -> None:
+    """Import the built-in types' modules (once): they register their types and jobs."""
+    import importlib
+
+    for module in BUILTIN_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+
+
 def all_types() -> list[SourceType]:
+    load_builtin_types()
     return [_TYPES[k] for k in sorted(_TYPES)]
 
 
 def get_type(name: str) -> SourceType:
+    load_builtin_types()
     try:
         return _TYPES[name]
     except KeyError:
@@ -79,6 +118,7 @@ def get_type(name: str) -> SourceType:
 
 
 def detect_type(url: str) -> SourceType:
+    load_builtin_types()
     for stype in all_types():
         if stype.detect(url):
             return stype

@@ -31,7 +31,7 @@ from ..fetch.polite import RobotsDisallowed
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
 from .http import RETRY_STATUSES, TooManyRedirects, get_following
-from .types import Option, SourceType, register_type
+from .types import Option, RunNote, SourceType, register_type
 
 __all__ = ["URLS", "content_path"]
 
@@ -54,12 +54,36 @@ def _check_url(url: str) -> str:
     return str(Path(url).resolve())
 
 
+# URLs named in a run's report of what failed (the rest are counted).
+_SHOWN_PROBLEMS = 3
+
+
+def _problems(tx: Tx, source: str, since: float) -> RunNote | None:
+    """The URLs whose fetch in this run ended in an error: a run with a 404 is not just
+    "ok (done 5)". A run whose every URL was refused for its address fetched nothing:
+    it failed, saying how to allow them."""
+    rows = tx.all("document_errors_since", source=source, since=since)
+    if not rows:
+        return None
+    noun = "URL" if len(rows) == 1 else "URLs"
+    refused = [str(r["error"]) for r in rows if ": refused: " in str(r["error"])]
+    if len(refused) == len(rows):
+        fetched = tx.one("count_documents_fetched_since", source=source, since=since)
+        if fetched is not None and int(fetched["n"]) == len(rows):
+            reason = refused[0][refused[0].index(": refused: ") + 2 :]
+            return RunNote(f"{reason}; nothing was fetched ({len(rows)} {noun} refused)", True)
+    shown = "; ".join(f"{r['url']}: {r['error']}" for r in rows[:_SHOWN_PROBLEMS])
+    more = f"; and {len(rows) - _SHOWN_PROBLEMS} more" if len(rows) > _SHOWN_PROBLEMS else ""
+    return RunNote(f"{len(rows)} {noun} failed: {shown}{more}")
+
+
 URLS = register_type(
     SourceType(
         name="urls",
         root_kind="urls.run",
         doc="A list of URLs (file or URL, one per line), each kept as a current snapshot.",
         check_url=_check_url,
+        problems=_problems,
         options={
             "max_bytes": Option(int, 50 * 2**20, "Largest body stored; larger is an error."),
             "allow_private": Option(

@@ -13,9 +13,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..config import Config
 from ..crawl import CrawlSettings, CrawlSummary
 from ..crawl.ledger import Shard
 from ..crawl.process import ChildCrawl, crawl_in_child
@@ -70,7 +72,7 @@ WEB = register_type(
             "max_pages": Option(int, None, "Fetch at most this many URLs per run."),
             "max_depth": Option(int, None, "Follow links at most this many hops from a seed."),
             "max_per_host": Option(int, None, "Queue at most this many URLs per host."),
-            "delay": _opt(float, "delay", "Seconds between two fetches from one host."),
+            "delay": Option(float, None, "Seconds between fetches from one host [config delay]."),
             "concurrency": _opt(int, "concurrency", "Fetches in flight at once."),
             "host_connections": _opt(int, "host_connections", "Fetches in flight per host."),
             "user_agent": Option(str, None, "User-Agent (default: the configured one)."),
@@ -81,7 +83,9 @@ WEB = register_type(
                 bool, "requisites", "Fetch what pages embed (images, stylesheets …), anywhere."
             ),
             "sitemaps": _opt(bool, "sitemaps", "Read the seed hosts' sitemaps."),
-            "timeout": _opt(float, "timeout", "Seconds one fetch may take in all."),
+            "timeout": Option(
+                float, None, "Seconds one fetch may take in all [config http_timeout]."
+            ),
             "max_body": _opt(int, "max_body", "Largest response body, in bytes."),
             "warc_max_size": _opt(int, "warc_max_size", "Start a new WARC file past this size."),
             "parse_processes": _opt(
@@ -104,9 +108,20 @@ async def _settings(ctx: JobContext) -> CrawlSettings:
     # the limits of the command that resumed it.
     name = ctx.job.source or ""
     source = await ctx.store.run(lambda tx: get_source(tx, name), False)
-    options = dict(source.options)
-    options["user_agent"] = options.get("user_agent") or ctx.config.user_agent
-    return CrawlSettings.from_source(source.url, options)
+    return crawl_settings(source.url, source.options, ctx.config)
+
+
+def crawl_settings(url: str, options: Mapping[str, Any], config: Config) -> CrawlSettings:
+    """A `web` source's crawl, with what its options leave out from the settings every
+    fetch shares (`delay`, `http_timeout`, `user_agent`, the silences)."""
+    merged = dict(options)
+    shared = (("delay", "delay"), ("timeout", "http_timeout"), ("user_agent", "user_agent"))
+    for option, setting in shared:
+        if merged.get(option) in (None, ""):
+            merged[option] = getattr(config, setting)
+    merged["stall_timeout"] = config.stall_timeout
+    merged["read_timeout"] = config.read_timeout
+    return CrawlSettings.from_source(url, merged)
 
 
 def _spec(ctx: JobContext, settings: CrawlSettings, shard: Shard | None) -> ChildCrawl:
@@ -146,8 +161,30 @@ async def _crawl(ctx: JobContext) -> Outcome:
             JobSpec("web.shard", f"shard{i}", {"shard": i, "shards": n}) for i in range(n)
         )
         return Outcome(children=shards, commit=JobSpec("web.summary", "summary"))
-    summary = await _spec(ctx, settings, None).engine(ctx.store, ctx.clock, ctx.leases).run()
+    spec = _spec(ctx, settings, None)
+    summary = await spec.engine(ctx.store, ctx.clock, ctx.leases, ctx.stopping).run()
+    await _check_refused(ctx, summary)
     return Outcome(result=summary.as_dict())
+
+
+async def _check_refused(ctx: JobContext, summary: CrawlSummary) -> None:
+    """A crawl that fetched nothing because every URL's address was refused (loopback,
+    private …: `allow_private` is off) failed, and says how to fix it: it is not "ok"
+    with 0 pages. What it recorded stays; the next run asks for every URL again."""
+    answered = summary.pages + summary.requisites + summary.sitemaps
+    answered += summary.not_modified + summary.redirects + summary.robots_excluded
+    refused = dict(summary.error_reasons).get("address refused", 0)
+    if answered or not refused or refused != summary.errors:
+        return
+    rows = await ctx.store.run(
+        lambda tx: tx.all("crawl_run_errors", source=summary.source, run=summary.run), False
+    )
+    # Each refusal is recorded as "address refused: GET URL: refused: why; what to do".
+    texts = [str(r["error"] or "") for r in rows]
+    text = next((t for t in texts if ": refused: " in t), "")
+    reason = text[text.index(": refused: ") + 2 :] if text else "refused: every address"
+    noun = "URL" if refused == 1 else "URLs"
+    raise PermanentError(f"{reason}; nothing was fetched ({refused} {noun} refused)")
 
 
 @register("web.shard")
@@ -155,7 +192,7 @@ async def _shard(ctx: JobContext) -> Outcome:
     """One shard, in a child process of its own: shards are there to use more cores."""
     shard = Shard(int(ctx.job.payload["shard"]), int(ctx.job.payload["shards"]))
     await _take_share(ctx, shard)
-    summary = await crawl_in_child(_spec(ctx, await _settings(ctx), shard))
+    summary = await crawl_in_child(_spec(ctx, await _settings(ctx), shard), ctx.stopping)
     return Outcome(result=summary.as_dict())
 
 
@@ -197,4 +234,5 @@ async def _summary(ctx: JobContext) -> Outcome:
     files = sorted(p.name for p in folder.glob(f"{name}-run{run}-*.warc.gz"))
     seconds = float(row["updated"]) - float(row["started"])
     summary = CrawlSummary.from_row(row, seconds, files, len(shards), errors)
+    await _check_refused(ctx, summary)
     return Outcome(result=summary.as_dict())

@@ -94,7 +94,10 @@ class PostgresStore:
                 **extra,
             )
         except psycopg.Error as exc:
-            reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            # Every line: libpq puts the host, port and the system's reason ("Connection
+            # refused") on the first, and a hint on the last.
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            reason = "; ".join(lines) or type(exc).__name__
             # libpq quotes parts of a URL it cannot parse, the password's included.
             reason = redact_text(reason, self.url)
             raise StoreUnavailable(f"cannot connect to PostgreSQL store: {reason}") from None

@@ -92,13 +92,29 @@ class SQLiteStore:
     @staticmethod
     def _connect_readonly(path: Path, busy_timeout: float) -> sqlite3.Connection:
         """The file opened read-only (mode=ro: SQLite refuses every write) and
-        query_only, so no statement can change it, nor create it if it is missing."""
+        query_only, so no statement can change it, nor create it if it is missing.
+
+        A WAL database is read through its -shm file, which a reader creates if it is
+        missing; in a folder this process may not write, with no -wal file (no writer
+        has it open: a writer needs the folder too), it is read as it is on disk
+        (immutable)."""
         if not path.is_file():
             raise StoreUnavailable(f"no SQLite store at {path}: harvest something first")
-        uri = path.resolve().as_uri() + "?mode=ro"
+        uri = path.resolve().as_uri()
         conn = sqlite3.connect(
-            uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-        )
+            uri + "?mode=ro", uri=True, timeout=busy_timeout, isolation_level=None,
+            check_same_thread=False,
+        )  # fmt: skip
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        except sqlite3.OperationalError:
+            wal = path.with_name(path.name + "-wal")
+            if os.access(path.parent, os.W_OK) or wal.exists():
+                raise
+            conn.close()
+            conn = sqlite3.connect(
+                uri + "?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+            )
         conn.execute("PRAGMA query_only=ON")
         return conn
 

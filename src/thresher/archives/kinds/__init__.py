@@ -12,6 +12,7 @@ one module.
 
 from __future__ import annotations
 
+from ...mailtypes import ARCHIVE_TYPE_NAMES
 from ..units import Month, Unit
 from .base import ArchiveIndexError, ArchiveKind, Got, Harvest, Listing, PageMissing, Port
 from .files import FileKind
@@ -39,6 +40,7 @@ from .ponymail import (
 )
 
 __all__ = [
+    "ARCHIVE_TYPE_NAMES",
     "BUILTIN",
     "KINDS",
     "ArchiveIndexError",

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from ...errors import SourceError
 from ..months import ALL
@@ -37,6 +36,8 @@ class Mbox(FileKind):
         if parts.scheme in ("http", "https"):
             return http_url(url)
         if parts.scheme == "file":
+            from urllib.request import url2pathname  # 10 ms at start for every command
+
             return str(Path(url2pathname(parts.path)).resolve())
         if parts.scheme and len(parts.scheme) > 1:
             raise SourceError(f"unsupported URL scheme {parts.scheme!r} in {url!r}")

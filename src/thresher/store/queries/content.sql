@@ -38,3 +38,13 @@ SELECT * FROM documents WHERE source = :source ORDER BY url
 
 -- name: count_documents
 SELECT count(*) AS n FROM documents WHERE source = :source
+
+-- name: document_errors_since
+-- The URLs of a `urls` source whose fetch since :since ended in an error (a 404, a
+-- refused address …): what its run reports besides "ok".
+SELECT url, error FROM documents
+WHERE source = :source AND fetched >= :since AND error IS NOT NULL
+ORDER BY url
+
+-- name: count_documents_fetched_since
+SELECT count(*) AS n FROM documents WHERE source = :source AND fetched >= :since

@@ -58,11 +58,34 @@ WHERE source = :source AND error IS NOT NULL ORDER BY id DESC LIMIT 1
 -- jobs_done is counted in memory and written with each heartbeat, not per job.
 INSERT INTO workers (owner, hostname, pid, boot_id, started, heartbeat, jobs_done)
 VALUES (:owner, :hostname, :pid, :boot_id, :now, :now, :jobs_done)
-ON CONFLICT (owner) DO UPDATE SET heartbeat = :now, stopped = NULL, jobs_done = :jobs_done
+ON CONFLICT (owner) DO UPDATE SET
+    -- A name given again (`worker --name w1`) once its last holder is gone: a new process.
+    started = CASE WHEN workers.pid = :pid AND workers.hostname = :hostname
+                   THEN workers.started ELSE :now END,
+    hostname = :hostname, pid = :pid, boot_id = :boot_id,
+    heartbeat = :now, stopped = NULL, jobs_done = :jobs_done
+
+-- name: set_worker_runs
+-- The runs a worker serves (JSON), or NULL: every open run.
+UPDATE workers SET runs = :runs WHERE owner = :owner
+
+-- name: get_worker
+SELECT * FROM workers WHERE owner = :owner
+
+-- name: lock_worker_name
+-- Two processes taking the same name at once: SQLite's write transactions already take
+-- turns (BEGIN IMMEDIATE); PostgreSQL's take a lock on the name (postgres/jobs.sql).
+SELECT 1 AS locked
 
 -- name: stop_worker
 UPDATE workers SET stopped = :now, heartbeat = :now, jobs_done = :jobs_done
 WHERE owner = :owner
+
+-- name: run_touched
+-- Jobs of an open run that a worker has taken (or that spawned others): none means the
+-- run is only queued, its root job waiting for a first worker.
+SELECT count(*) AS n FROM jobs
+WHERE source_run_id = :run AND (state <> 'pending' OR updated > created)
 
 -- name: live_workers
 SELECT * FROM workers WHERE stopped IS NULL AND heartbeat >= :since ORDER BY owner

@@ -41,3 +41,6 @@ SELECT count(*) AS total,
        sum(CASE WHEN state IN ('done', 'failed') THEN 1 ELSE 0 END) AS finished
 FROM jobs
 WHERE source_run_id IN (SELECT value::bigint FROM jsonb_array_elements_text(:runs::jsonb))
+
+-- name: lock_worker_name
+SELECT pg_advisory_xact_lock(hashtext('thresher worker ' || :owner)) IS NULL AS locked
