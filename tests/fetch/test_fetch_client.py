@@ -761,7 +761,7 @@ def test_a_streamed_body_gets_more_time_as_it_arrives_but_a_trickle_does_not(
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         size = 2**20 if request.path == "/steady" else 1
-        for _ in range(12):  # 12 × 0.1 s: twice the total timeout
+        for _ in range(12):  # 12 times 0.1 s: twice the total timeout
             await resp.write(bytes(size))
             await asyncio.sleep(0.1)
         return resp
