@@ -24,8 +24,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import partial
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from ..archives.harvest import Decision, decide
@@ -51,7 +53,9 @@ _COMMON = {
     ),
     "allow_private": Option(bool, False, "Also fetch private, loopback and link-local addresses."),
     "delay": Option(float, None, "Seconds between requests to one host [config delay]."),
-    "max_bytes": Option(int, 2**30, "Largest month file fetched; larger is an error."),
+    "max_bytes": Option(
+        int, 2**30, "Largest month file (publicinbox: git pack) fetched; larger is an error."
+    ),
 }
 
 
@@ -76,7 +80,7 @@ def register_kind(kind: ArchiveKind) -> SourceType:
             doc=kind.doc,
             check_url=kind.check_url,
             detect=kind.detect,
-            options=dict(_COMMON),
+            options=_COMMON | {"max_bytes": replace(_COMMON["max_bytes"], default=kind.max_bytes)},
         )
     )
 
@@ -108,10 +112,39 @@ class _JobPort:
             lowered: dict[str, str] = {}
             for key, value in resp.headers:
                 lowered.setdefault(key.lower(), value)
-            got = Got(resp.status, lowered, resp.content, len(resp.body), resp.retry_after)
+            got = Got(
+                resp.status, lowered, resp.content, len(resp.body), resp.retry_after, resp.url
+            )
         if got.status in RETRY_STATUSES:
             raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
         return got
+
+    async def post(
+        self,
+        url: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        into: BinaryIO | None = None,
+    ) -> Got:
+        opts = self.ctx.job.payload.get("options") or {}
+        fetcher = await self.ctx.fetcher(
+            allow_private=bool(opts.get("allow_private", False)), delay=opts.get("delay")
+        )
+        resp = await fetcher.post(url, data, headers, max_body=max_bytes, sink=into)
+        lowered: dict[str, str] = {}
+        for key, value in resp.headers:
+            lowered.setdefault(key.lower(), value)
+        wire = resp.streamed if into is not None else len(resp.body)
+        got = Got(resp.status, lowered, resp.content, wire, resp.retry_after, resp.url)
+        if got.status in RETRY_STATUSES:
+            raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
+        return got
+
+    def mirror_dir(self, name: str) -> Path:
+        folder = self.ctx.config.home / "git" / self.source / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     async def listing(self, url: str) -> bytes:
         kept = await self.ctx.store.run(

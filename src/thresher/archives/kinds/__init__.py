@@ -37,6 +37,7 @@ from .ponymail import (
     ponymail_parts,
     ponymail_stats_url,
 )
+from .publicinbox import PublicInbox
 
 __all__ = [
     "BUILTIN",
@@ -51,6 +52,7 @@ __all__ = [
     "Month",
     "PageMissing",
     "Port",
+    "PublicInbox",
     "Unit",
     "hyperkitty_emails_url",
     "hyperkitty_export_url",
@@ -76,6 +78,7 @@ BUILTIN: tuple[ArchiveKind, ...] = (
     HyperKitty(),
     Mbox(),
     MHonArc(),
+    PublicInbox(),
 )
 
 # Their names: the mail source types.

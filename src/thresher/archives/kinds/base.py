@@ -23,7 +23,8 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from pathlib import Path
+from typing import BinaryIO, ClassVar, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import PermanentError, SourceError
@@ -67,6 +68,7 @@ class Got:
     content: bytes
     wire: int
     retry_after: float | None = None
+    url: str | None = None  # where the answer came from, redirects followed
 
     def check(self, url: str) -> None:
         """Raise PermanentError for an error answer (416 is the caller's to read)."""
@@ -115,6 +117,28 @@ class Port(Protocol):
         transaction (the job must still hold its lease). For a unit too big for one
         job's outcome (a git epoch, a month of thousands of pages): a crash then costs
         what came after the last checkpoint, never a message stored twice."""
+        ...
+
+    # What a git kind needs (public-inbox): a POST for git-upload-pack, and a place
+    # for its mirrors.
+
+    async def post(
+        self,
+        url: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        into: BinaryIO | None = None,
+    ) -> Got:
+        """POST `data` to `url` through the polite fetcher, with the manners of `get`
+        (no redirect followed; 429 and 5xx raise TransientError). With `into`, the body
+        is written to that file as it arrives, not kept (`Got.content` is empty,
+        `Got.wire` its size): a git pack."""
+        ...
+
+    def mirror_dir(self, name: str) -> Path:
+        """A directory of the home folder kept for this source across runs
+        (`HOME/git/SOURCE/NAME`), made if missing: where a git kind keeps its mirror."""
         ...
 
 
@@ -170,6 +194,8 @@ class ArchiveKind(ABC):
 
     name: ClassVar[str]
     doc: ClassVar[str]
+    # The default of the source option `max_bytes`: the largest file (a git pack) fetched.
+    max_bytes: ClassVar[int] = 2**30
 
     def check_url(self, url: str) -> str:
         """The URL to store for the source (normalised), or SourceError."""
