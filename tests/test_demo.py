@@ -11,6 +11,7 @@ from pathlib import Path
 from cli_proc import Home
 from thresher.archives.kinds import KINDS
 from thresher.archives.months import DEFAULT_GRACE_DAYS, is_closed
+from thresher.cli.demo import DEMO_KINDS
 
 
 def free_port() -> int:
@@ -29,7 +30,7 @@ def rows(stdout: str) -> dict[str, list[str]]:
     return out
 
 
-def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -> None:
+def test_demo_harvests_six_kinds_then_downloads_no_month_body(tmp_path: Path) -> None:
     home = Home(tmp_path)
     port = str(free_port())
     out = home.run("demo", "--port", port).stdout
@@ -39,7 +40,7 @@ def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -
 
     assert out.splitlines()[-1] == SERVE_HINT
     assert SERVE_HINT in (Path(__file__).parents[1] / "README.md").read_text()
-    assert set(first) == {f"demo-{k}" for k in KINDS}
+    assert set(first) == {f"demo-{k}" for k in DEMO_KINDS}
     messages = {cells[1] for cells in first.values()}
     assert len(messages) == 1 and int(messages.pop()) > 400  # every kind stored every message
     assert all(int(cells[5]) > 0 for cells in first.values())  # month bodies were fetched
@@ -51,7 +52,7 @@ def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -
         name: cells[1] for name, cells in first.items()
     }
     stored = home.query("SELECT source, count(*) AS n FROM messages GROUP BY source")
-    assert len({r["n"] for r in stored}) == 1 and len(stored) == len(KINDS)
+    assert len({r["n"] for r in stored}) == 1 and len(stored) == len(DEMO_KINDS)
     assert re.search(r"took [\d.]+ s", home.run("demo", "--port", port).stdout)
 
     status = json.loads(home.run("status", "--json").stdout)
@@ -71,3 +72,11 @@ def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -
     ]
     assert months[-1]["state"] == "open"
     assert all(m["expected"] == m["counted"] == m["stored"] for m in months[:9])
+
+
+def test_the_demo_serves_every_kind_but_those_that_need_their_own_server() -> None:
+    """public-inbox is git's smart HTTP from public-inbox-httpd: the demo says so."""
+    assert set(DEMO_KINDS) == set(KINDS) - {"publicinbox"}
+    from thresher.cli import demo
+
+    assert "public-inbox" in (demo.__doc__ or "")

@@ -6,6 +6,11 @@ mod_mbox, Pony Mail, HyperKitty, a plain mbox file and MHonArc. The demo adds a 
 per kind (`demo-pipermail` …), runs them all with progress, and prints what each stored
 and what the server had to send. Run it again: no month body (no message page) is
 downloaded a second time.
+
+The demo server is pure Python: it cannot serve a public-inbox archive, which is git
+repositories fetched with git's smart HTTP protocol from public-inbox's own server
+(`public-inbox-httpd`, Debian's `public-inbox` package). So the demo harvests the kinds
+of `DEMO_KINDS`, not every kind Thresher has (`thresher.archives.kinds.KINDS`).
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..archives.kinds import KINDS
 from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
 from ..sources import add_source, get_source
@@ -31,7 +35,10 @@ from .run import run_plan
 if TYPE_CHECKING:
     from ..archives.demo import DemoArchive
 
-__all__ = ["DEMO_LIST", "SERVE_HINT", "demo_command"]
+__all__ = ["DEMO_KINDS", "DEMO_LIST", "SERVE_HINT", "demo_command"]
+
+# The kinds the demo server serves (`DemoArchive.url`): not public-inbox (see above).
+DEMO_KINDS = ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox", "mhonarc")
 
 DEMO_LIST = "demo@lists.example.org"
 _MONTHS = 12
@@ -106,7 +113,9 @@ def demo_command(app: App, port: int) -> None:
         ) from None
     try:
         with app.store() as store, store.transaction() as tx:
-            names = [_ensure_source(tx, kind, server.url(kind, DEMO_LIST), now) for kind in KINDS]
+            names = [
+                _ensure_source(tx, kind, server.url(kind, DEMO_LIST), now) for kind in DEMO_KINDS
+            ]
         reports = asyncio.run(run_plan(config, tuple(names), None, console))
     finally:
         server.stop()
@@ -115,7 +124,7 @@ def demo_command(app: App, port: int) -> None:
         table = Table(
             "source", "outcome", "messages", "months", "complete", "requests", "month bodies", "KiB"
         )
-        for kind, name in zip(KINDS, names, strict=True):
+        for kind, name in zip(DEMO_KINDS, names, strict=True):
             report = outcomes.get(name)
             stored = tx.one("count_source_messages", source=name)
             summary = tx.one("archive_summary", source=name) or {}
