@@ -31,11 +31,12 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import logging
 import re
 from collections.abc import Mapping
 from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 
-from ...errors import SourceError
+from ...errors import PermanentError, SourceError
 from ..mbox import RawMessage
 from ..message import parse_message
 from ..units import Known, Unit
@@ -49,6 +50,8 @@ __all__ = [
     "parse_manifest",
     "parse_mirror_page",
 ]
+
+log = logging.getLogger("thresher.archives")
 
 # Messages stored per checkpoint: a crash costs at most this many read again (from the
 # mirror, not the network). An epoch of lore.kernel.org's LKML holds about a million.
@@ -179,13 +182,19 @@ class PublicInbox(ArchiveKind):
     ) -> Listing:
         inbox = inbox_url(url)
         epochs: dict[int | None, str | None] = {}
-        got = await port.get(inbox + "manifest.js.gz", None, _MANIFEST_BYTES)
-        if got.status == 200:
-            # Answered from where the redirects led: the epochs are there too.
-            inbox = inbox_url(got.url or inbox)
-            epochs = parse_manifest(got.content, inbox)
-        elif got.status not in (404, 410):
-            got.check(inbox + "manifest.js.gz")
+        try:
+            got = await port.get(inbox + "manifest.js.gz", None, _MANIFEST_BYTES)
+        except PermanentError as exc:
+            # Disallowed by robots.txt, say: the mirror page may not be (and if the
+            # site is refused as a whole, it fails the same way).
+            log.info("%smanifest.js.gz: %s; reading the mirror page", inbox, exc)
+        else:
+            if got.status == 200:
+                # Answered from where the redirects led: the epochs are there too.
+                inbox = inbox_url(got.url or inbox)
+                epochs = parse_manifest(got.content, inbox)
+            elif got.status not in (404, 410):
+                got.check(inbox + "manifest.js.gz")
         if not epochs:
             # No manifest (or every epoch empty): the mirroring instructions list them.
             mirror_page = inbox + "_/text/mirror/"
