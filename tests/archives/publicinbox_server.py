@@ -269,6 +269,8 @@ class PublicInboxHTTPD:
                 break  # answered
             except OSError:
                 if self._proc.poll() is not None or time.monotonic() > deadline:
+                    # Without its socket it may have bound a default address: stop it.
+                    self.stop()
                     raise RuntimeError(f"public-inbox-httpd did not start: {self.log()}") from None
                 time.sleep(0.05)
         self.reset_log()

@@ -139,7 +139,6 @@ class _Bridge:
     async def _request(
         self, url: str, headers: dict[str, str], data: bytes | None
     ) -> tuple[_Answer, Callable[[int], bytes]]:
-        headers.pop("Pragma", None)
         body: BinaryIO
         if data is None:
             got = await self.port.get(url, headers)
@@ -222,28 +221,27 @@ def _open(mirror: Path) -> Repo:
 
 
 def _fetch(url: str, mirror: Path, bridge: _Bridge) -> Fetched:
-    with _locked(mirror):
-        _tidy(mirror)
-        with _open(mirror) as repo:
-            client = _PortClient(url, bridge)
+    with _locked(mirror), _open(mirror) as repo:
+        _tidy(repo)
+        client = _PortClient(url, bridge)
 
-            def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
-                store = repo.object_store
-                return sorted(
-                    {
-                        sha
-                        for name, sha in refs.items()
-                        if not name.endswith(b"^{}") and sha not in store
-                    }
-                )
+        def wants(refs: Mapping[Ref, ObjectID], depth: int | None = None) -> list[ObjectID]:
+            store = repo.object_store
+            return sorted(
+                {
+                    sha
+                    for name, sha in refs.items()
+                    if not name.endswith(b"^{}") and sha not in store
+                }
+            )
 
-            try:
-                result = client.fetch("", repo, determine_wants=wants, protocol_version=0)
-            except (GitProtocolError, HangupException) as exc:
-                raise PermanentError(f"{url}: git: {exc}") from None
-            refs = {k: v for k, v in result.refs.items() if v is not None}
-            _mirror_refs(repo, refs, result.symrefs)
-            head = repo.refs.follow(_HEAD)[1] if refs else None
+        try:
+            result = client.fetch("", repo, determine_wants=wants, protocol_version=0)
+        except (GitProtocolError, HangupException) as exc:
+            raise PermanentError(f"{url}: git: {exc}") from None
+        refs = {k: v for k, v in result.refs.items() if v is not None}
+        _mirror_refs(repo, refs, result.symrefs)
+        head = repo.refs.follow(_HEAD)[1] if refs else None
     return Fetched(
         head.decode("ascii") if head is not None else None,
         fingerprint(refs),
@@ -269,12 +267,9 @@ def _mirror_refs(repo: Repo, refs: Mapping[Ref, ObjectID], symrefs: Mapping[Ref,
         repo.refs.set_symbolic_ref(_HEAD, target)
 
 
-def _tidy(mirror: Path) -> None:
-    """Remove what a fetch killed midway left: its spooled packs."""
-    for pattern in ("upload-pack-*", "incoming-*", "objects/pack/tmp_*", "objects/tmp_*"):
-        for path in mirror.glob(pattern):
-            with contextlib.suppress(OSError):
-                path.unlink()
+def _tidy(repo: Repo) -> None:
+    """Remove what a fetch killed midway left (dulwich's temporary packs)."""
+    repo.object_store.prune(grace_period=0)
 
 
 # --- reading the commits -------------------------------------------------------------------
