@@ -11,6 +11,7 @@ bytes, month files downloaded), and Thresher / Perceval ratios.
     python3 benchmarks/mail/run.py                            # 50 months x 1000 messages
     python3 benchmarks/mail/run.py --months 3 --per-month 50  # smoke run, seconds
     python3 benchmarks/mail/run.py --only perceval
+    python3 benchmarks/mail/run.py --publicinbox              # public-inbox: against git clone
 
 Needs nginx (Debian package `nginx`). Perceval is installed from PyPI into a venv of its
 own (benchmarks/mail/.venv-peers) on first use; it is never a dependency of Thresher.
@@ -708,6 +709,12 @@ def targets(rows: Sequence[Row]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--publicinbox" in args:  # the public-inbox row: benchmarks/mail/publicinbox.py
+        args.remove("--publicinbox")
+        from mail.publicinbox import main as publicinbox_main
+
+        return publicinbox_main(args)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--months", type=int, default=50, help="months in the archive (50)")
     parser.add_argument("--per-month", type=int, default=1000, help="messages a month (1000)")
@@ -732,7 +739,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help=f"JSON results file ({RESULTS.name})"
     )
-    opts = parser.parse_args(argv)
+    opts = parser.parse_args(args)
     Thresher.extra_args = shlex.split(opts.thresher_args)
     Perceval.rerun = opts.perceval_rerun
     names = [n.strip() for n in opts.only.split(",") if n.strip()]
