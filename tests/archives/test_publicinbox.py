@@ -3,19 +3,28 @@ server is tests/archives/test_publicinbox_real.py's)."""
 
 from __future__ import annotations
 
+import asyncio
+import fcntl
 import gzip
 import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import BinaryIO, cast
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
-from thresher.archives.kinds.git import fingerprint
+from thresher.archives.kinds import Got, Port
+from thresher.archives.kinds.git import fetch_mirror, fingerprint
 from thresher.archives.kinds.publicinbox import (
     PublicInbox,
     inbox_url,
     parse_manifest,
     parse_mirror_page,
 )
-from thresher.errors import SourceError
+from thresher.errors import PermanentError, SourceError
+from thresher.fetch import Fetcher, FetchSettings
 from thresher.sources.types import detect_type
 
 LORE = "https://lore.kernel.org/lkml/"
@@ -157,3 +166,108 @@ def test_the_fingerprint_is_grokmirrors() -> None:
     }
     assert fingerprint(refs) == "ead0e67252cf7c6942ed4d882ce9c584bbdb93b9"  # type: ignore[arg-type]
     assert fingerprint({}) is None
+
+
+# --- the git fetch's requests, against a server that misbehaves ---------------------------
+
+
+def _pkt(line: str) -> bytes:
+    data = line.encode()
+    return f"{len(data) + 4:04x}".encode() + data
+
+
+SHA = "f045197c983d689fbd73366c3f8f8d03da14072d"
+ADVERTISEMENT = (
+    _pkt("# service=git-upload-pack\n")
+    + b"0000"
+    + _pkt(
+        f"{SHA} HEAD\0multi_ack thin-pack side-band side-band-64k ofs-delta"
+        " multi_ack_detailed symref=HEAD:refs/heads/master object-format=sha1 agent=git/2.39\n"
+    )
+    + _pkt(f"{SHA} refs/heads/master\n")
+    + b"0000"
+)
+
+
+class _FetcherPort:
+    """The part of a job's port a git fetch uses, on a plain Fetcher."""
+
+    def __init__(self, fetcher: Fetcher) -> None:
+        self.fetcher = fetcher
+
+    async def get(
+        self, url: str, headers: Mapping[str, str] | None = None, max_bytes: int | None = None
+    ) -> Got:
+        r = await self.fetcher.get(url, headers, max_body=max_bytes)
+        return Got(r.status, {k.lower(): v for k, v in r.headers}, r.content, len(r.body))
+
+    async def post(
+        self,
+        url: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        into: BinaryIO | None = None,
+    ) -> Got:
+        r = await self.fetcher.post(url, data, headers, max_body=max_bytes, sink=into)
+        return Got(r.status, {k.lower(): v for k, v in r.headers}, r.content, r.streamed)
+
+
+def test_a_dumb_http_server_is_refused_and_a_cancelled_fetch_stops(tmp_path: Path) -> None:
+    asked: list[str] = []
+    posted = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        asked.append(f"{request.method} {request.path}")
+        if request.path.startswith("/dumb/"):
+            return web.Response(text=f"{SHA}\trefs/heads/master\n")  # text/plain: dumb
+        if request.method == "GET":
+            return web.Response(
+                body=ADVERTISEMENT, content_type="application/x-git-upload-pack-advertisement"
+            )
+        posted.set()
+        await asyncio.sleep(3600)  # a pack that never comes
+        return web.Response()
+
+    async def body() -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        server = TestServer(app, host="127.0.0.1", port=0)
+        await server.start_server()
+        base = f"http://127.0.0.1:{server.port}"
+        try:
+            async with Fetcher(FetchSettings(allow_private=True)) as f:
+                await attempts(base, f)
+        finally:
+            await server.close()
+
+    async def attempts(base: str, f: Fetcher) -> None:
+        port = cast(Port, _FetcherPort(f))
+        with pytest.raises(PermanentError, match="not git's smart HTTP"):
+            await fetch_mirror(port, f"{base}/dumb/0.git", tmp_path / "dumb.git", 2**20)
+        task = asyncio.create_task(
+            fetch_mirror(port, f"{base}/smart/0.git", tmp_path / "smart.git", 2**20)
+        )
+        await asyncio.wait_for(posted.wait(), 60)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The thread gave up too: the mirror's lock is free, and nothing more was asked.
+        lock = tmp_path / "smart.git" / "thresher.lock"
+        for _ in range(600):
+            with open(lock, "a+b") as held:
+                try:
+                    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    pass
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the fetch's thread still holds the mirror")
+
+    asyncio.run(body())
+    assert asked == [
+        "GET /dumb/0.git/info/refs",
+        "GET /smart/0.git/info/refs",
+        "POST /smart/0.git/git-upload-pack",
+    ]
