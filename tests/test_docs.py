@@ -38,6 +38,9 @@ def test_crawl_flags_are_documented() -> None:
         "--concurrency", "--user-agent", "--allow-private", "--json",
     ):  # fmt: skip
         assert flag in help_text and f"`{flag}" in doc, flag
+    # On by default, each with its --no- form (issue 19).
+    for flag in ("--requisites", "--no-requisites", "--sitemaps", "--no-sitemaps"):
+        assert flag in help_text and flag in doc, flag
 
 
 def test_serve_flags_and_pages_are_documented() -> None:

@@ -448,3 +448,35 @@ def test_upgrade_to_crawl_error_index(store_url: str) -> None:
                 "SELECT indexname FROM pg_indexes WHERE indexname = 'crawl_urls_errors'"
             ).fetchall()
     assert len(found) == 1
+
+
+def test_upgrade_to_requisites_and_sitemaps(store_url: str) -> None:
+    """Migration 18: URLs known before it were all links (hop 0), with no lastmod; a URL
+    waiting in a shard's inbox is a link too; a run's requisites and sitemaps start at 0."""
+    old_store(
+        store_url,
+        17,
+        "INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run, etag)"
+        " VALUES ('web', 7, 'http://h/a?z=1&a=2', 'h', 1, 1, 1, '\"e\"')",
+        "INSERT INTO crawl_runs (run_id, source, pages, started, updated)"
+        " VALUES (1, 'web', 3, 0, 0)",
+        "INSERT INTO crawl_inbox (run_id, shard, hash, url, depth)"
+        " VALUES (1, 0, 8, 'http://h/b', 2)",
+    )
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend)) >= 18
+        with upgraded.transaction() as tx:
+            [row] = tx.all("crawl_pending", source="web", run=2)
+            assert (row["url"], row["hop"], row["etag"]) == ("http://h/a?z=1&a=2", 0, '"e"')
+            [state] = tx.all("crawl_url_states", source="web")
+            assert (state["hop"], state["lastmod"]) == (0, None)
+            tx.execute("set_crawl_lastmods", source="web", rows='[[7, "2024-05-12"]]')
+            assert tx.all("crawl_url_states", source="web")[0]["lastmod"] == "2024-05-12"
+            run = tx.one("get_crawl_run", run=1)
+            assert run is not None
+            assert (run["pages"], run["requisites"], run["sitemaps"]) == (3, 0, 0)
+            [sent] = tx.all("drain_crawl_inbox", run=1, shard=0)
+            assert (sent["url"], sent["depth"], sent["hop"]) == ("http://h/b", 2, 0)
+    finally:
+        upgraded.close()

@@ -65,6 +65,7 @@ def _line(row: Row | None, started: float, before: int) -> str:
     elapsed = max(1e-6, time.time() - started)
     return (
         f"pages {row['pages']} ({(row['pages'] - before) / elapsed:.0f}/s), "
+        f"requisites {row.get('requisites', 0)}, "
         f"{row['bytes'] / 2**20:.1f} MiB, queue {row['queued']}, hosts {row['hosts']}, "
         f"errors {row['errors']}"
     )
@@ -149,6 +150,17 @@ def _crawl_progress(source: str) -> Any:
     is_flag=True,
     default=None,
     help="Also fetch private, loopback and link-local addresses (refused by default).",
+)
+@click.option(
+    "--requisites/--no-requisites",
+    default=None,
+    help="Also fetch what pages embed (images, stylesheets, scripts, fonts), on any host; "
+    "their links are not followed [on].",
+)
+@click.option(
+    "--sitemaps/--no-sitemaps",
+    default=None,
+    help="Read the seed hosts' sitemaps (robots.txt Sitemap: lines, /sitemap.xml) [on].",
 )
 @click.option(
     "--parse-processes",
@@ -241,7 +253,8 @@ def crawl_command(
     else:
         reasons = ", ".join(f"{why} {n}" for why, n in summary["error_reasons"].items())
         click.echo(
-            f"{name}: {outcome}: {summary['pages']} pages, {summary['bytes'] / 2**20:.1f} MiB, "
+            f"{name}: {outcome}: {summary['pages']} pages, {summary['requisites']} requisites, "
+            f"{summary['bytes'] / 2**20:.1f} MiB, "
             f"{summary['not_modified']} not modified, {summary['redirects']} redirects, "
             f"{summary['errors']} errors{f' ({reasons})' if reasons else ''},"
             f" {summary['queued']} left in {summary['seconds']:.1f} s"

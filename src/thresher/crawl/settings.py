@@ -37,6 +37,10 @@ class CrawlSettings:
     host_connections: int = 1
     user_agent: str = DEFAULT_USER_AGENT
     allow_private: bool = False
+    # Fetch what pages embed (images, stylesheets, scripts, fonts …), in scope or not,
+    # and read the seed hosts' sitemaps (robots.txt Sitemap: lines and /sitemap.xml).
+    requisites: bool = True
+    sitemaps: bool = True
     timeout: float = 60.0
     max_body: int = 50 * 2**20
     warc_max_size: int = 1_000_000_000

@@ -6,3 +6,5 @@ headers), `data` (what each page reads, as plain data, through serve.sql), `thre
 record read back), `charts` (SVG drawn on the server), `metrics` (Prometheus text),
 `auth` (who may look), `templates` (Jinja2, autoescaped). See docs/serve.md.
 """
+
+__all__: list[str] = []

@@ -77,6 +77,10 @@ WEB = register_type(
             "allow_private": _opt(
                 bool, "allow_private", "Fetch private, loopback and link-local addresses."
             ),
+            "requisites": _opt(
+                bool, "requisites", "Fetch what pages embed (images, stylesheets …), anywhere."
+            ),
+            "sitemaps": _opt(bool, "sitemaps", "Read the seed hosts' sitemaps."),
             "timeout": _opt(float, "timeout", "Seconds one fetch may take in all."),
             "max_body": _opt(int, "max_body", "Largest response body, in bytes."),
             "warc_max_size": _opt(int, "warc_max_size", "Start a new WARC file past this size."),
