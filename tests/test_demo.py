@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from cli_proc import Home
-from thresher.archives.kinds import KINDS
+from thresher.archives.kinds import DEMO_KINDS as KINDS
 from thresher.archives.months import DEFAULT_GRACE_DAYS, is_closed
 
 

@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..archives.kinds import KINDS
+from ..archives.kinds import DEMO_KINDS as KINDS
 from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
 from ..sources import add_source, get_source
