@@ -17,6 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_archive_runs import Harvester, ShiftedClock, ts
+
+from cli_proc import Home
+from conftest import new_pg_database
 from nntp_server import (
     GROUP,
     CommandLog,
@@ -25,10 +29,6 @@ from nntp_server import (
     make_certificate,
     missing_reason,
 )
-from test_archive_runs import Harvester, ShiftedClock, ts
-
-from cli_proc import Home
-from conftest import new_pg_database
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.kinds.nntp import CHECKPOINT
 
@@ -314,3 +314,25 @@ def test_the_group_must_exist(server: NewsServer, log: CommandLog, tmp_path: Pat
     harvester.add(re.sub(rf"/{GROUP}$", "/no.such.group", log.url()), "nntp")
     with pytest.raises(AssertionError, match="no such newsgroup"):
         harvester.run()
+
+
+def test_an_article_over_max_bytes_is_recorded_and_skipped(
+    inbox: Inbox, server: NewsServer, log: CommandLog, tmp_path: Path
+) -> None:
+    small = [f"From: a@x\nSubject: s{i}\nMessage-ID: <s{i}@x>\n\nhi\n".encode() for i in range(3)]
+    big = b"From: a@x\nSubject: big\nMessage-ID: <big@x>\n\n" + b"x" * 5000 + b"\n"
+    inbox.import_messages([small[0], big, small[1], small[2]])
+    harvester = Harvester(f"sqlite:///{tmp_path / 'thresher.db'}", tmp_path, ShiftedClock(0))
+    harvester.add(log.url(), "nntp", max_bytes="2000")
+    harvester.run()
+    assert harvester.ids() == {"s0@x", "s1@x", "s2@x"}
+    [event] = [
+        r for r in harvester.query("SELECT * FROM archive_events") if r["kind"] != "total_mismatch"
+    ]
+    assert (event["kind"], event["detail"]) == (
+        "too_large",
+        "article 2 is over 2000 bytes (5118 read)",
+    )
+    log.reset()
+    harvester.run()
+    assert "ARTICLE" not in log.verbs()

@@ -42,7 +42,7 @@ from urllib.parse import unquote, urlsplit
 from ..clock import Clock
 from ..errors import HostBusy, PermanentError, SourceError, TransientError
 from .dns import DNSCache, Lookup
-from .errors import AddressRefused, ConnectionFailed, DNSError, FetchTimeout
+from .errors import AddressRefused, DNSError
 from .guard import refusal
 from .leases import HOLD_MARGIN, HostLeases
 
@@ -221,17 +221,19 @@ class NewsHosts:
                     log.warning("could not give back %s: %s", address.lease_key, exc)
 
     async def _resolve(self, address: NewsAddress, settings: NewsSettings) -> list[str]:
-        where = f"nntp://{address.host}:{address.port}"
+        where = _where(address)
         dns = self._dns[settings.allow_private]
         try:
             async with asyncio.timeout(settings.connect_timeout):
                 return await dns.resolve(address.host)
         except TimeoutError:
-            raise FetchTimeout(
-                where, f"resolving {address.host} took over {settings.connect_timeout} s"
+            raise TransientError(
+                f"{where}: resolving {address.host} took over {settings.connect_timeout} s"
             ) from None
-        except (AddressRefused, DNSError) as exc:
-            raise exc.for_url(where) from None
+        except AddressRefused as exc:
+            raise PermanentError(f"{where}: {exc.reason}") from None
+        except DNSError as exc:
+            raise TransientError(f"{where}: {exc.reason}") from None
 
     async def _take(self, turn: _Turn, address: NewsAddress, settings: NewsSettings) -> None:
         """Wait for the host's turn in this process (its lock, then its delay)."""
@@ -279,6 +281,11 @@ class NewsHosts:
         return HostBusy(name, until, now, why)
 
 
+def _where(address: NewsAddress) -> str:
+    host = f"[{address.host}]" if ":" in address.host else address.host
+    return f"{'nntps' if address.tls else 'nntp'}://{host}:{address.port}"
+
+
 def _hold_span(settings: NewsSettings) -> float:
     # Longer than a command may take, so that a hold extended before each command
     # never runs out while one is under way.
@@ -299,10 +306,11 @@ class NewsSession:
         self.address = address
         self.settings = settings
         self.held_until = held_until
-        self.where = f"{'nntps' if address.tls else 'nntp'}://{address.host}:{address.port}"
+        self.where = _where(address)
         self.commands = 0  # sent, for the batches' pauses and for tests
         self.wire = 0  # bytes of articles received
         self._client: _Client | None = None
+        self._sock: socket.socket | None = None  # while connecting, before a client
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="thresher-nntp")
         self._broken = False
 
@@ -349,10 +357,10 @@ class NewsSession:
                 raise
             finally:
                 client.line_max = _LINE_MAX
-            self.wire += sink.size
-            if sink.too_large or client.oversized:
-                client.oversized = False
-                raise ArticleTooLarge(number, sink.size, max_bytes)
+            size, client.oversized = sink.size + client.oversized, 0
+            self.wire += size
+            if sink.too_large or size > max_bytes:
+                raise ArticleTooLarge(number, size, max_bytes)
             return b"".join(sink.parts)
 
         return await self._command(f"ARTICLE {number}", run)
@@ -372,13 +380,23 @@ class NewsSession:
                 errors.append(f"{address} is {kind}")  # the cache refuses these already
                 continue
             try:
-                client = _client_class()(address, self.address, self.settings, tls)
+                client = _client_class()(address, self.address, self.settings, tls, self._opened)
             except ssl.SSLCertVerificationError as exc:
                 raise PermanentError(
                     f"{self.where}: the server's certificate: {exc.verify_message or exc}"
                 ) from None
+            except TimeoutError:
+                if self._sock is None:  # no connection: the next address may answer
+                    errors.append(
+                        f"{address}: no connection within {self.settings.connect_timeout} s"
+                    )
+                    continue
+                raise TransientError(
+                    f"{self.where}: silent for {self.settings.read_timeout} s after connecting"
+                ) from None
             except OSError as exc:
                 errors.append(f"{address}: {exc.strerror or exc}")
+                self._sock = None
                 continue
             try:
                 self._login(client)
@@ -386,7 +404,13 @@ class NewsSession:
                 client.drop()
                 raise
             return client
-        raise ConnectionFailed(self.where, f"cannot connect: {'; '.join(errors)}")
+        raise TransientError(f"{self.where}: cannot connect: {'; '.join(errors)}")
+
+    def _opened(self, sock: socket.socket) -> None:
+        self._sock = sock
+        if self._broken:  # cancelled while it connected
+            with suppress(OSError):
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
 
     def _login(self, client: _Client) -> None:
         s = self.settings
@@ -446,7 +470,7 @@ class NewsSession:
                 return await future
         except TimeoutError:
             self._abort()
-            raise FetchTimeout(self.where, f"{what}: no answer within {limit:.0f} s") from None
+            raise TransientError(f"{self.where}: {what}: no answer within {limit:.0f} s") from None
         except asyncio.CancelledError:
             self._abort()  # the thread's wait ends now, not at the read timeout
             raise
@@ -461,6 +485,9 @@ class NewsSession:
         client = self._client
         if client is not None:
             client.shut_down()
+        elif self._sock is not None:
+            with suppress(OSError):
+                socket.socket.shutdown(self._sock, socket.SHUT_RDWR)
 
 
 class ArticleTooLarge(PermanentError):
@@ -491,14 +518,14 @@ def _error(where: str, what: str, exc: BaseException) -> Exception:
         return TransientError(f"{where}: {what}: {text}")
     if isinstance(exc, nntp.NNTPPermanentError):
         return PermanentError(f"{where}: {what}: {text}")
-    if isinstance(exc, TimeoutError | socket.timeout):
-        return FetchTimeout(where, f"{what}: silent for the read timeout")
+    if isinstance(exc, TimeoutError):
+        return TransientError(f"{where}: {what}: silent for the read timeout")
     if isinstance(exc, ssl.SSLCertVerificationError):
         return PermanentError(f"{where}: {what}: {exc.verify_message or text}")
     if isinstance(exc, EOFError):
-        return ConnectionFailed(where, f"{what}: the server closed the connection")
+        return TransientError(f"{where}: {what}: the server closed the connection")
     if isinstance(exc, OSError):
-        return ConnectionFailed(where, f"{what}: {exc.strerror or text}")
+        return TransientError(f"{where}: {what}: {exc.strerror or text}")
     # A reply that is not NNTP, a reply code out of place: the server, or the path to
     # it, is confused; another attempt, on a new connection, may go better.
     return TransientError(f"{where}: {what}: {type(exc).__name__}: {text}")
@@ -531,7 +558,7 @@ if TYPE_CHECKING:
 
     class _Client(nntplib.NNTP):
         line_max: int
-        oversized: bool
+        oversized: int
 
         def __init__(
             self,
@@ -539,6 +566,7 @@ if TYPE_CHECKING:
             where: NewsAddress,
             settings: NewsSettings,
             tls: ssl.SSLContext | None,
+            opened: Callable[[socket.socket], None],
         ) -> None: ...
 
         def shut_down(self) -> None: ...
@@ -557,16 +585,19 @@ def _make_client(nntp: Any) -> type[_Client]:
             where: NewsAddress,
             settings: NewsSettings,
             tls: ssl.SSLContext | None,
+            opened: Callable[[socket.socket], None],
         ) -> None:
             self._address = address
+            self._opened = opened
             self._connect_timeout = settings.connect_timeout
             self._tls = tls
             self.line_max = _LINE_MAX
-            self.oversized = False
+            self.oversized = 0  # bytes of lines too long, read and dropped
             super().__init__(where.host, where.port, readermode=True, timeout=settings.read_timeout)
 
         def _create_socket(self, timeout: float) -> socket.socket:
             sock = socket.create_connection((self._address, self.port), self._connect_timeout)
+            self._opened(sock)  # so that a cancelled session can shut it down
             sock.settimeout(timeout)
             if self._tls is None:
                 return sock
@@ -583,9 +614,10 @@ def _make_client(nntp: Any) -> type[_Client]:
             # connection stays in step with the server.
             line: bytes = self.file.readline(self.line_max + 1)
             if len(line) > self.line_max:
-                self.oversized = True
+                self.oversized += len(line)
                 while line and not line.endswith(b"\n"):
                     line = self.file.readline(self.line_max + 1)
+                    self.oversized += len(line)
                 line = b"\r\n"
             if not line:
                 raise EOFError
