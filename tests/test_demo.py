@@ -11,7 +11,7 @@ from pathlib import Path
 from cli_proc import Home
 from thresher.archives.kinds import KINDS
 from thresher.archives.months import DEFAULT_GRACE_DAYS, is_closed
-from thresher.cli.demo import DEMO_KINDS
+from thresher.cli.demo import DEMO_KINDS, NOT_SERVED
 
 
 def free_port() -> int:
@@ -39,6 +39,9 @@ def test_demo_harvests_six_kinds_then_downloads_no_month_body(tmp_path: Path) ->
     from thresher.cli.demo import SERVE_HINT
 
     assert out.splitlines()[-1] == SERVE_HINT
+    # And why it leaves out the kinds that need a server of their own.
+    assert "Not in the demo, each needs its own server: publicinbox, git" in out
+    assert "nntp, a news server" in out
     assert SERVE_HINT in (Path(__file__).parents[1] / "README.md").read_text()
     assert set(first) == {f"demo-{k}" for k in DEMO_KINDS}
     messages = {cells[1] for cells in first.values()}
@@ -75,8 +78,6 @@ def test_demo_harvests_six_kinds_then_downloads_no_month_body(tmp_path: Path) ->
 
 
 def test_the_demo_serves_every_kind_but_those_that_need_their_own_server() -> None:
-    """public-inbox is git's smart HTTP from public-inbox-httpd: the demo says so."""
-    assert set(DEMO_KINDS) == set(KINDS) - {"publicinbox"}
-    from thresher.cli import demo
-
-    assert "public-inbox" in (demo.__doc__ or "")
+    """public-inbox is git's smart HTTP from public-inbox-httpd, NNTP a news server."""
+    assert set(DEMO_KINDS) == set(KINDS) - {"publicinbox", "nntp"}
+    assert set(NOT_SERVED) == {"publicinbox", "nntp"}

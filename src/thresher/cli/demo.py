@@ -7,10 +7,12 @@ per kind (`demo-pipermail` …), runs them all with progress, and prints what ea
 and what the server had to send. Run it again: no month body (no message page) is
 downloaded a second time.
 
-The demo server is pure Python: it cannot serve a public-inbox archive, which is git
-repositories fetched with git's smart HTTP protocol from public-inbox's own server
-(`public-inbox-httpd`, Debian's `public-inbox` package). So the demo harvests the kinds
-of `DEMO_KINDS`, not every kind Thresher has (`thresher.archives.kinds.KINDS`).
+The demo server is pure Python and speaks HTTP only: it cannot serve a public-inbox
+archive, which is git repositories fetched with git's smart HTTP protocol from
+public-inbox's own server (`public-inbox-httpd`, Debian's `public-inbox` package), nor a
+newsgroup (NNTP, e.g. `public-inbox-nntpd`). So the demo harvests the kinds of
+`DEMO_KINDS`, not every kind Thresher has (`thresher.archives.kinds.KINDS`), and says
+why for the others (`NOT_SERVED`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from ..archives.kinds import DEMO_KINDS, KINDS
 from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
 from ..sources import add_source, get_source
@@ -35,10 +38,13 @@ from .run import run_plan
 if TYPE_CHECKING:
     from ..archives.demo import DemoArchive
 
-__all__ = ["DEMO_KINDS", "DEMO_LIST", "SERVE_HINT", "demo_command"]
+__all__ = ["DEMO_KINDS", "DEMO_LIST", "NOT_SERVED", "SERVE_HINT", "demo_command"]
 
-# The kinds the demo server serves (`DemoArchive.url`): not public-inbox (see above).
-DEMO_KINDS = ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox", "mhonarc")
+# Why the demo leaves out the kinds it does not serve (`ArchiveKind.demo`), as it prints.
+NOT_SERVED = {
+    "publicinbox": "git over smart HTTP, from public-inbox-httpd (Debian's public-inbox)",
+    "nntp": "a news server (NNTP), such as public-inbox-nntpd",
+}
 
 DEMO_LIST = "demo@lists.example.org"
 _MONTHS = 12
@@ -149,6 +155,8 @@ def demo_command(app: App, port: int) -> None:
         " 'thresher search release', 'thresher export demo-ponymail --format mbox',"
         " 'thresher status'"
     )
+    left_out = "; ".join(f"{k}, {NOT_SERVED[k]}" for k in KINDS if k not in DEMO_KINDS)
+    click.echo(f"Not in the demo, each needs its own server: {left_out}")
     click.echo(SERVE_HINT)
     if any(s.outcome != "ok" for s in outcomes.values()):
         raise SourceError("a demo source failed or is incomplete: see 'thresher status'")

@@ -6,13 +6,22 @@ options it takes. Later capabilities (archives, crawls, ingest lists) add types 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SourceError
+from ..redact import MASK
 
-__all__ = ["Option", "SourceType", "all_types", "detect_type", "get_type", "register_type"]
+__all__ = [
+    "Option",
+    "SourceType",
+    "all_types",
+    "detect_type",
+    "get_type",
+    "register_type",
+    "shown_options",
+]
 
 
 @dataclass(frozen=True)
@@ -20,6 +29,8 @@ class Option:
     kind: type
     default: Any
     doc: str
+    # A password: stored, but masked wherever the source's options are shown.
+    secret: bool = False
 
     def parse(self, name: str, raw: str) -> Any:
         try:
@@ -45,6 +56,13 @@ class SourceType:
     options: dict[str, Option] = field(default_factory=dict)
     # Checks the options together (a scope regex that compiles, say), after each parsed.
     check_options: Callable[[str, dict[str, Any]], None] = lambda url, options: None
+
+    def shown(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """`options` fit to print: secrets (a password) masked."""
+        return {
+            k: MASK if v is not None and k in self.options and self.options[k].secret else v
+            for k, v in options.items()
+        }
 
     def validate(self, url: str, raw: dict[str, str]) -> tuple[str, dict[str, Any]]:
         unknown = sorted(set(raw) - set(self.options))
@@ -83,3 +101,12 @@ def detect_type(url: str) -> SourceType:
         if stype.detect(url):
             return stype
     raise SourceError(f"cannot tell the source type of {url!r}: give --type")
+
+
+def shown_options(type_name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A source's options fit to print (secrets masked), whatever its type; a type no
+    longer known shows none of its string values, which might be secrets."""
+    stype = _TYPES.get(type_name)
+    if stype is None:
+        return {k: MASK if isinstance(v, str) else v for k, v in options.items()}
+    return stype.shown(options)

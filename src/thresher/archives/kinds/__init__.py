@@ -13,7 +13,17 @@ one module.
 from __future__ import annotations
 
 from ..units import Month, Unit
-from .base import ArchiveIndexError, ArchiveKind, Got, Harvest, Listing, PageMissing, Port
+from .base import (
+    ArchiveIndexError,
+    ArchiveKind,
+    Got,
+    Harvest,
+    KindOption,
+    Listing,
+    NewsReader,
+    PageMissing,
+    Port,
+)
 from .files import FileKind
 from .hyperkitty import (
     HyperKitty,
@@ -29,6 +39,7 @@ from .hyperkitty import (
 from .mbox import Mbox, mbox_month
 from .mhonarc import MHonArc
 from .modmbox import ModMbox, parse_modmbox_index
+from .nntp import NNTP
 from .pipermail import Pipermail, parse_pipermail_index, pipermail_index_url
 from .ponymail import (
     PonyMail,
@@ -41,6 +52,7 @@ from .publicinbox import PublicInbox
 
 __all__ = [
     "BUILTIN",
+    "DEMO_KINDS",
     "KINDS",
     "ArchiveIndexError",
     "ArchiveKind",
@@ -48,8 +60,10 @@ __all__ = [
     "Got",
     "Harvest",
     "HyperKittyPage",
+    "KindOption",
     "Listing",
     "Month",
+    "NewsReader",
     "PageMissing",
     "Port",
     "PublicInbox",
@@ -79,7 +93,10 @@ BUILTIN: tuple[ArchiveKind, ...] = (
     Mbox(),
     MHonArc(),
     PublicInbox(),
+    NNTP(),
 )
 
 # Their names: the mail source types.
 KINDS = tuple(kind.name for kind in BUILTIN)
+# Those `thresher demo` serves (plain HTTP only: not git, not NNTP).
+DEMO_KINDS = tuple(kind.name for kind in BUILTIN if kind.demo)

@@ -162,6 +162,7 @@ class PublicInbox(ArchiveKind):
     )
     # An epoch's pack is about a gigabyte (lore's LKML): it goes to a file, not memory.
     max_bytes = 8 * 2**30
+    demo = False  # git's smart HTTP: `thresher demo` cannot serve it
 
     def check_url(self, url: str) -> str:
         return inbox_url(url)
