@@ -52,10 +52,10 @@ def mail(n: int, seed: int = 11, address: str = ADDR) -> list[bytes]:
     return [raw for month in MONTHS for raw in months[month]][:n]
 
 
-def note(n: int, address: str = ADDR) -> bytes:
+def note(n: int, address: str = ADDR, date: str = "Fri, 15 Mar 2024 10:00:00 +0000") -> bytes:
     return (
         f"From: Late Writer <late{n}@example.net>\nTo: {address}\nSubject: note {n}\n"
-        f"Date: Fri, 15 Mar 2024 10:00:00 +0000\nMessage-ID: <note{n}@example.net>\n"
+        f"Date: {date}\nMessage-ID: <note{n}@example.net>\n"
         f"\nA message delivered later: {n}.\n"
     ).encode()
 
@@ -132,7 +132,7 @@ def test_the_first_harvest_is_what_the_inbox_holds_and_a_rerun_fetches_no_pack(
     assert harvester.count() == len(held)
 
 
-def test_new_mail_and_a_new_epoch_are_found_on_the_next_run(
+def test_new_and_late_mail_and_a_new_epoch_are_found_on_the_next_run(
     inbox: Inbox, server: PublicInboxHTTPD, store_url: str, tmp_path: Path
 ) -> None:
     build(inbox)
@@ -142,7 +142,8 @@ def test_new_mail_and_a_new_epoch_are_found_on_the_next_run(
     before = harvester.ids()
     untouched = harvester.months()["git-0"]
 
-    inbox.deliver(note(3))  # into epoch 1
+    # Late mail, dated in the first month harvested: a new commit all the same.
+    inbox.deliver(note(3, date="Wed, 10 Jan 2024 10:00:00 +0000"))  # into epoch 1
     inbox.new_epoch()
     inbox.deliver(note(4))  # into epoch 2
     server.reset_log()
@@ -162,6 +163,8 @@ def test_new_mail_and_a_new_epoch_are_found_on_the_next_run(
     assert units["git-0"]["checked_at"] > untouched["checked_at"]  # confirmed
     assert (units["git-1"]["stop_offset"], units["git-2"]["stop_offset"]) == (3, 1)
     assert units["git-1"]["stop_key"] == "note3@example.net"
+    [late] = harvester.query("SELECT month FROM messages WHERE message_id = 'note3@example.net'")
+    assert late["month"] == "2024-01"  # filed by its Date, like every kind's mail
 
 
 def test_a_removed_message_is_recorded_and_kept(
