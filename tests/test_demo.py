@@ -13,6 +13,7 @@ from pathlib import Path
 from cli_proc import Home
 from thresher.archives.kinds import KINDS
 from thresher.archives.months import DEFAULT_GRACE_DAYS, is_closed
+from thresher.cli.demo import DEMO_KINDS, NOT_SERVED
 
 
 def free_port() -> int:
@@ -33,7 +34,7 @@ def rows(stdout: str) -> dict[str, list[str]]:
     return out
 
 
-def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -> None:
+def test_demo_harvests_six_kinds_then_downloads_no_month_body(tmp_path: Path) -> None:
     home = Home(tmp_path)
     port = str(free_port())
     out = home.run("demo", "--port", port).stdout
@@ -42,8 +43,11 @@ def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -
     from thresher.cli.demo import SERVE_HINT
 
     assert out.splitlines()[-1] == SERVE_HINT
+    # And why it leaves out the kinds that need a server of their own.
+    assert "Not in the demo, each needs its own server: publicinbox, git" in out
+    assert "nntp, a news server" in out
     assert SERVE_HINT in (Path(__file__).parents[1] / "README.md").read_text()
-    assert set(first) == {f"demo-{k}" for k in KINDS}
+    assert set(first) == {f"demo-{k}" for k in DEMO_KINDS}
     messages = {cells[1] for cells in first.values()}
     assert len(messages) == 1 and int(messages.pop()) > 400  # every kind stored every message
     assert all(int(cells[5]) > 0 for cells in first.values())  # month bodies were fetched
@@ -55,7 +59,7 @@ def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -
         name: cells[1] for name, cells in first.items()
     }
     stored = home.query("SELECT source, count(*) AS n FROM messages GROUP BY source")
-    assert len({r["n"] for r in stored}) == 1 and len(stored) == len(KINDS)
+    assert len({r["n"] for r in stored}) == 1 and len(stored) == len(DEMO_KINDS)
     assert re.search(r"took [\d.]+ s", home.run("demo", "--port", port).stdout)
 
     status = json.loads(home.run("status", "--json").stdout)
@@ -115,3 +119,9 @@ def test_the_demo_says_where_it_stored(tmp_path: Path, pg_admin_url: str) -> Non
     where = next(line for line in out.splitlines() if line.startswith("stored in "))
     assert where.startswith(f"stored in {db};"), where
     assert not (tmp_path / "home" / "thresher.db").exists()
+
+
+def test_the_demo_serves_every_kind_but_those_that_need_their_own_server() -> None:
+    """public-inbox is git's smart HTTP from public-inbox-httpd, NNTP a news server."""
+    assert set(DEMO_KINDS) == set(KINDS) - {"publicinbox", "nntp"}
+    assert set(NOT_SERVED) == {"publicinbox", "nntp"}

@@ -11,6 +11,13 @@ bytes, month files downloaded), and Thresher / Perceval ratios.
     python3 benchmarks/mail/run.py                            # 50 months x 1000 messages
     python3 benchmarks/mail/run.py --months 3 --per-month 50  # smoke run, seconds
     python3 benchmarks/mail/run.py --only perceval
+    python3 benchmarks/mail/run.py --publicinbox              # public-inbox: against git clone
+    python3 benchmarks/mail/run.py --nntp-only                # the NNTP rows alone
+
+Then the same messages as one newsgroup, read over NNTP from Debian's public-inbox-nntpd
+by Thresher's `nntp` type and Perceval's `nntp` backend (benchmarks/mail/nntp.py; skipped,
+saying why, without the `public-inbox` package or with 127.0.0.1:119 taken; `--no-nntp`
+leaves them out). Their results go to benchmarks/mail/results-nntp.json.
 
 Needs nginx (Debian package `nginx`). Perceval is installed from PyPI into a venv of its
 own (benchmarks/mail/.venv-peers) on first use; it is never a dependency of Thresher.
@@ -708,6 +715,12 @@ def targets(rows: Sequence[Row]) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--publicinbox" in args:  # the public-inbox row: benchmarks/mail/publicinbox.py
+        args.remove("--publicinbox")
+        from mail.publicinbox import main as publicinbox_main
+
+        return publicinbox_main(args)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--months", type=int, default=50, help="months in the archive (50)")
     parser.add_argument("--per-month", type=int, default=1000, help="messages a month (1000)")
@@ -732,7 +745,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--results", type=Path, default=RESULTS, help=f"JSON results file ({RESULTS.name})"
     )
-    opts = parser.parse_args(argv)
+    parser.add_argument("--no-nntp", action="store_true", help="leave out the NNTP rows")
+    parser.add_argument(
+        "--nntp-only", action="store_true", help="only the NNTP rows (no pipermail, no nginx)"
+    )
+    opts = parser.parse_args(args)
     Thresher.extra_args = shlex.split(opts.thresher_args)
     Perceval.rerun = opts.perceval_rerun
     names = [n.strip() for n in opts.only.split(",") if n.strip()]
@@ -747,6 +764,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     this_month = datetime.datetime.now(datetime.UTC).strftime("%Y-%m")
     if months[-1] >= this_month:
         parser.error(f"the archive's last month, {months[-1]}, must be before {this_month}")
+    if opts.nntp_only:
+        return nntp_main(opts.first_month, opts.months, opts.per_month, opts.keep)
 
     rows: list[Row] = []
     skipped: dict[str, str] = {}
@@ -872,7 +891,75 @@ def main(argv: Sequence[str] | None = None) -> int:
             + "\n"
         )
         print(f"\nwritten to {opts.results}", file=sys.stderr)
+    if not opts.no_nntp:
+        run.status = nntp_main(opts.first_month, opts.months, opts.per_month, opts.keep) or (
+            run.status
+        )
     return run.status
+
+
+def nntp_main(first_month: str, count: int, per_month: int, keep: bool) -> int:
+    """The NNTP rows: the same messages as a newsgroup of public-inbox-nntpd."""
+    from mail import nntp  # benchmarks/mail/nntp.py, beside this file
+    from thresher.archives import demo
+
+    months = month_list(first_month, count)
+    by_month = demo.generate_messages(LIST_ADDRESS, months, per_month, SEED)
+    messages = [raw for month in months for raw in by_month[month]]
+    with bench_run("thresher-nntp-bench-", keep) as run:
+        load_before = os.getloadavg()
+        try:
+            rows, skipped = nntp.nntp_rows(
+                messages, run.work, thresher_version(untracked=True), PEERS_VENV,
+                PERCEVAL_REQUIREMENT,
+            )  # fmt: skip
+        except BenchError as exc:
+            rows, skipped = [], {"nntp": str(exc)}
+        load_after = os.getloadavg()
+        cpu = _cpu_model()
+        now = datetime.datetime.now().astimezone()
+        print(
+            f"\nNNTP benchmark, {now:%Y-%m-%d %H:%M %Z}: {len(messages)} messages in"
+            f" {len(months)} months as one group, {cpu}, {os.cpu_count()} CPUs, Python"
+            f" {platform.python_version()}; load average (1 min) before {load_before[0]:.2f},"
+            f" after {load_after[0]:.2f}"
+        )
+        if rows:
+            print()
+            print(nntp.table(rows, len(messages)))
+        for row in rows:
+            if row.first.messages != len(messages):
+                run.status = 1
+                print(f"{row.tool}: {row.first.messages} messages, the group has {len(messages)}")
+        for name, why in skipped.items():
+            run.status = 1
+            print(f"{name}: not run, {why}")
+        (HERE / "results-nntp.json").write_text(
+            json.dumps(
+                {
+                    "date": now.isoformat(timespec="seconds"),
+                    "messages": len(messages),
+                    "cpu": cpu,
+                    "cpus": os.cpu_count(),
+                    "python": platform.python_version(),
+                    "load_before": load_before[0],
+                    "load_after": load_after[0],
+                    "skipped": skipped,
+                    "rows": nntp.as_json(rows),
+                },
+                indent=2,
+            )
+            + "\n"
+        )
+    return run.status
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

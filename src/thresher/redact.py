@@ -29,6 +29,7 @@ __all__ = [
     "redact_text",
     "redact_url",
     "remember",
+    "remember_secret",
     "secrets_of",
 ]
 
@@ -81,6 +82,13 @@ def remember(url: str | None) -> None:
     lines do not say which URL they might quote. Called with the process's store URL."""
     if url:
         _remembered.update(secrets_of(url))
+
+
+def remember_secret(secret: str) -> None:
+    """Mask `secret` (a news server's password) in everything `redact_text` sees from
+    now on, wherever it appears."""
+    if secret and secret != MASK:
+        _remembered.add(secret)
 
 
 def redact_url(url: str) -> str:

@@ -689,3 +689,92 @@ def test_a_header_with_a_line_break_is_refused() -> None:
 def test_get_needs_the_context_manager() -> None:
     with pytest.raises(RuntimeError, match="async with"):
         asyncio.run(Fetcher().get("http://example.com/"))
+
+
+# -- POST, and bodies streamed to a file ---------------------------------------------------
+
+
+def test_a_post_sends_its_body_and_a_streamed_answer_goes_to_the_file(tmp_path: Path) -> None:
+    seen: list[tuple[str, bytes, str | None]] = []
+    payload = os.urandom(3 * 2**20)
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append((request.method, await request.read(), request.headers.get("Accept-Encoding")))
+        resp = web.StreamResponse(headers={"Content-Type": "application/x-git-upload-pack-result"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for at in range(0, len(payload), 65536):
+            await resp.write(payload[at : at + 65536])
+        return resp
+
+    async def body() -> None:
+        async with serve(handler) as base, Fetcher(LOCAL) as fetcher:
+            with open(tmp_path / "pack", "wb") as sink:
+                resp = await fetcher.post(base + "/x/git-upload-pack", b"0009done\n", sink=sink)
+            assert (resp.status, resp.body, resp.content, resp.streamed) == (
+                200,
+                b"",
+                b"",
+                len(payload),
+            )
+            assert resp.request_head.startswith(b"POST /x/git-upload-pack HTTP/1.1")
+            plain = await fetcher.post(base + "/y", b"abc")
+            assert plain.content == payload and plain.streamed == 0
+
+    asyncio.run(body())
+    assert (tmp_path / "pack").read_bytes() == payload
+    assert seen[0] == ("POST", b"0009done\n", "identity")
+    assert seen[1][:2] == ("POST", b"abc") and seen[1][2] == ACCEPT_ENCODING
+
+
+def test_a_streamed_body_is_cut_at_its_own_limit_and_refused_encoded(tmp_path: Path) -> None:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        headers = {"Content-Encoding": "gzip"} if request.path == "/gz" else {}
+        resp = web.StreamResponse(headers=headers)
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        try:
+            for _ in range(400):
+                await resp.write(bytes(16384))
+        except (ConnectionError, RuntimeError):
+            pass
+        return resp
+
+    async def body() -> None:
+        # The settings' max_body guards memory; a streamed body has the caller's limit.
+        settings = FetchSettings(allow_private=True, max_body=1000)
+        async with serve(handler) as base, Fetcher(settings) as fetcher:
+            with open(tmp_path / "a", "wb") as sink:
+                resp = await fetcher.post(base + "/a", b"", sink=sink, max_body=2**30)
+            assert resp.streamed == 400 * 16384
+            with open(tmp_path / "b", "wb") as sink, pytest.raises(TooLarge, match="100000"):
+                await fetcher.post(base + "/b", b"", sink=sink, max_body=100_000)
+            with open(tmp_path / "c", "wb") as sink, pytest.raises(BadResponse, match="gzip"):
+                await fetcher.post(base + "/gz", b"", sink=sink, max_body=2**30)
+
+    asyncio.run(body())
+
+
+def test_a_streamed_body_gets_more_time_as_it_arrives_but_a_trickle_does_not(
+    tmp_path: Path,
+) -> None:
+    async def steady(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        size = 2**20 if request.path == "/steady" else 1
+        for _ in range(12):  # 12 times 0.1 s: twice the total timeout
+            await resp.write(bytes(size))
+            await asyncio.sleep(0.1)
+        return resp
+
+    async def body() -> None:
+        settings = FetchSettings(allow_private=True, read_timeout=0.5, total_timeout=0.6)
+        async with serve(steady) as base, Fetcher(settings) as fetcher:
+            with open(tmp_path / "s", "wb") as sink:
+                resp = await fetcher.post(base + "/steady", b"", sink=sink, max_body=2**30)
+            assert resp.streamed == 12 * 2**20
+            with open(tmp_path / "t", "wb") as sink, pytest.raises(FetchTimeout, match="total"):
+                await fetcher.post(base + "/trickle", b"", sink=sink, max_body=2**30)
+
+    asyncio.run(body())

@@ -13,7 +13,7 @@ from fetch_servers import serve
 
 from thresher.clock import FakeClock
 from thresher.errors import HostBusy, Interrupted, TransientError
-from thresher.fetch import FetchSettings, InvalidRequestURL
+from thresher.fetch import AddressRefused, FetchSettings, InvalidRequestURL
 from thresher.fetch.polite import PoliteFetcher, RobotsDisallowed
 from thresher.frontier import Politeness
 
@@ -244,3 +244,33 @@ def test_once_stopping_no_get_starts_but_those_in_flight_end() -> None:
 
     asyncio.run(body())
     assert server.paths == ["/robots.txt", "/p0", "/slow"]
+
+
+def test_a_post_has_the_manners_of_a_get() -> None:
+    """A git fetch's POST: robots.txt obeyed, its turn after the delay, private
+    addresses refused unless allowed."""
+    server, clock = Server(), FakeClock()
+
+    async def body() -> list[float]:
+        async with serve(server.handle) as base:
+            polite = PoliteFetcher(SETTINGS, Politeness(delay=5.0), clock)
+            async with polite:
+                starts = []
+                for path in ("/a.git/info/refs", "/a.git/git-upload-pack"):
+                    if path.endswith("pack"):
+                        resp = await polite.post(base + path, b"0009done\n")
+                    else:
+                        resp = await polite.get(base + path)
+                    assert resp.status == 200
+                    starts.append(clock.now())
+                with pytest.raises(RobotsDisallowed):
+                    await polite.post(base + "/private/git-upload-pack", b"")
+            guarded = PoliteFetcher(FetchSettings(), Politeness(delay=0.0), clock)
+            async with guarded:
+                with pytest.raises(AddressRefused, match="allow_private"):
+                    await guarded.post(base + "/a.git/git-upload-pack", b"")
+                return starts
+
+    starts = asyncio.run(body())
+    assert starts[1] - starts[0] == 5.0
+    assert server.paths == ["/robots.txt", "/a.git/info/refs", "/a.git/git-upload-pack"]

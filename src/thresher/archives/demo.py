@@ -338,7 +338,7 @@ class DemoArchive:
 
     def url(self, kind: str, address: str) -> str:
         """The URL a user would give Thresher for the list, per kind (the names of
-        `thresher.archives.kinds.KINDS`)."""
+        `thresher.cli.demo.DEMO_KINDS`)."""
         name = address.split("@", 1)[0]
         paths = {
             "pipermail": f"/pipermail/{name}/",

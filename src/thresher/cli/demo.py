@@ -6,6 +6,13 @@ mod_mbox, Pony Mail, HyperKitty, a plain mbox file and MHonArc. The demo adds a 
 per kind (`demo-pipermail` …), runs them all with progress, and prints what each stored
 and what the server had to send. Run it again: no month body (no message page) is
 downloaded a second time.
+
+The demo server is pure Python and speaks HTTP only: it cannot serve a public-inbox
+archive, which is git repositories fetched with git's smart HTTP protocol from
+public-inbox's own server (`public-inbox-httpd`, Debian's `public-inbox` package), nor a
+newsgroup (NNTP, e.g. `public-inbox-nntpd`). So the demo harvests the kinds of
+`DEMO_KINDS`, not every kind Thresher has (`thresher.archives.kinds.KINDS`), and says
+why for the others (`NOT_SERVED`).
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
-from ..archives.kinds import KINDS
+from ..archives.kinds import DEMO_KINDS, KINDS
 from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
 from ..redact import redact_url
@@ -33,7 +40,13 @@ from .run import run_plan
 if TYPE_CHECKING:
     from ..archives.demo import DemoArchive
 
-__all__ = ["DEMO_LIST", "SERVE_HINT", "demo_command"]
+__all__ = ["DEMO_KINDS", "DEMO_LIST", "NOT_SERVED", "SERVE_HINT", "demo_command"]
+
+# Why the demo leaves out the kinds it does not serve (`ArchiveKind.demo`), as it prints.
+NOT_SERVED = {
+    "publicinbox": "git over smart HTTP, from public-inbox-httpd (Debian's public-inbox)",
+    "nntp": "a news server (NNTP), such as public-inbox-nntpd",
+}
 
 DEMO_LIST = "demo@lists.example.org"
 _MONTHS = 12
@@ -112,7 +125,9 @@ def demo_command(app: App, port: int) -> None:
         ) from None
     try:
         with app.store() as store, store.transaction() as tx:
-            names = [_ensure_source(tx, kind, server.url(kind, DEMO_LIST), now) for kind in KINDS]
+            names = [
+                _ensure_source(tx, kind, server.url(kind, DEMO_LIST), now) for kind in DEMO_KINDS
+            ]
         reports = asyncio.run(run_plan(config, tuple(names), None, console))
     finally:
         server.stop()
@@ -122,7 +137,7 @@ def demo_command(app: App, port: int) -> None:
             "source", "outcome", "messages", "months", "complete", "requests", "month bodies", "KiB"
         )  # fmt: skip
         rows = []
-        for kind, name in zip(KINDS, names, strict=True):
+        for kind, name in zip(DEMO_KINDS, names, strict=True):
             report = outcomes.get(name)
             stored = tx.one("count_source_messages", source=name)
             summary = tx.one("archive_summary", source=name) or {}
@@ -156,6 +171,8 @@ def demo_command(app: App, port: int) -> None:
         " 'thresher search release', 'thresher export demo-ponymail --format mbox',"
         " 'thresher status'"
     )
+    left_out = "; ".join(f"{k}, {NOT_SERVED[k]}" for k in KINDS if k not in DEMO_KINDS)
+    click.echo(f"Not in the demo, each needs its own server: {left_out}")
     click.echo(SERVE_HINT)
     if any(s.outcome != "ok" for s in outcomes.values()):
         raise SourceError("a demo source failed or is incomplete: see 'thresher status'")

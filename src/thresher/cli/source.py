@@ -10,6 +10,7 @@ import click
 from ..errors import UsageError
 from ..sources import Source, add_source, all_types, get_source, get_type, list_sources
 from ..sources import remove_source as remove
+from ..sources.types import shown_options
 from ..status import iso
 from .app import App
 from .commands import examples, summary
@@ -22,7 +23,7 @@ def source_json(source: Source) -> dict[str, object]:
         "name": source.name,
         "type": source.type,
         "url": source.url,
-        "options": source.options,
+        "options": shown_options(source.type, source.options),
         "created": iso(source.created),
         "updated": iso(source.updated),
     }
@@ -109,7 +110,7 @@ def show_command(app: App, name: str, as_json: bool) -> None:
     docs = get_type(source.type).options
     click.echo(f"name:    {source.name}\ntype:    {source.type}\nurl:     {source.url}")
     click.echo(f"created: {iso(source.created)}")
-    for key, value in sorted(source.options.items()):
+    for key, value in sorted(shown_options(source.type, source.options).items()):
         doc = docs[key].doc if key in docs else ""
         click.echo(f"  {key} = {json.dumps(value)}    {doc}")
 

@@ -32,6 +32,7 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import BinaryIO
 
 import aiohttp
 from aiohttp.connector import Connection
@@ -268,6 +269,40 @@ class Fetcher:
         decoded. `truncate`: a longer body is not refused but cut, on the wire and once
         decoded, to its first `truncate` bytes (`Response.truncated`); the rest is not
         read, nor decoded."""
+        return await self.send("GET", url, headers, max_body=max_body, truncate=truncate)
+
+    async def post(
+        self,
+        url: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        *,
+        max_body: int | None = None,
+        sink: BinaryIO | None = None,
+    ) -> Response:
+        """POST `data` to `url` once, like `get` otherwise (a git fetch's
+        `git-upload-pack`). With `sink`, the body is written to that file as it arrives
+        instead of being kept (`Response.streamed` bytes): a git pack of a gigabyte
+        costs no memory. Such a body must not be content-encoded (`Accept-Encoding:
+        identity` is asked for), its limit is `max_body` alone (the settings' limits
+        guard memory), and its total timeout grows with what arrives, a second per
+        `STREAM_BYTES` (a big body at a fair pace is not cut; a trickle is)."""
+        return await self.send("POST", url, headers, data=data, max_body=max_body, sink=sink)
+
+    async def send(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        data: bytes | None = None,
+        max_body: int | None = None,
+        truncate: int | None = None,
+        sink: BinaryIO | None = None,
+    ) -> Response:
+        """One request (`get`, `post`)."""
+        if sink is not None:
+            headers = {"Accept-Encoding": "identity", **(headers or {})}
         session, deadlines = self._session, self._deadlines
         if session is None or deadlines is None:
             raise RuntimeError("Fetcher.get() called outside 'async with Fetcher()'")
@@ -284,11 +319,19 @@ class Fetcher:
         t0 = time.perf_counter()
         resp: aiohttp.ClientResponse | None = None
         exchange = deadlines.start()
+        exchange.streaming = sink is not None
+        streamed = 0
         try:
-            resp = await session.get(target, headers=headers, allow_redirects=False)
+            resp = await session.request(
+                method, target, headers=headers, data=data, allow_redirects=False
+            )
             exchange.head = True
             exchange.hear()
-            body, truncated = await self._read_body(resp, url, max_body, exchange, truncate)
+            if sink is None:
+                body, truncated = await self._read_body(resp, url, max_body, exchange, truncate)
+            else:
+                body, truncated = b"", False
+                streamed = await self._stream_body(resp, url, max_body, exchange, sink)
         except BaseException as exc:
             deadlines.finish(exchange)
             if resp is not None:
@@ -338,6 +381,7 @@ class Fetcher:
             started=started,
             elapsed=time.perf_counter() - t0,
             truncated=truncated or cut,
+            streamed=streamed,
         )
 
     def _expired(self, why: str) -> str:
@@ -375,6 +419,32 @@ class Fetcher:
                 return b"".join(chunks), True
             chunks.append(chunk)
         return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), False
+
+    async def _stream_body(
+        self,
+        resp: aiohttp.ClientResponse,
+        url: str,
+        max_body: int | None,
+        exchange: Exchange,
+        sink: BinaryIO,
+    ) -> int:
+        """The body written to `sink` as it arrives; its size."""
+        limit = self.settings.max_body if max_body is None else max_body
+        coding = [c for c in resp.headers.getall("Content-Encoding", []) if c.strip()]
+        if any(c.strip().lower() != "identity" for c in coding):
+            raise BadResponse(url, f"a streamed body must not be encoded: {', '.join(coding)}")
+        declared = resp.content_length
+        if declared is not None and declared > limit:
+            raise TooLarge(url, f"Content-Length {declared} exceeds max_body={limit}")
+        size = 0
+        stream = resp.content
+        while chunk := await stream.readany():
+            exchange.hear(len(chunk))
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(url, f"body exceeds max_body={limit}")
+            sink.write(chunk)
+        return size
 
     async def _decode(
         self,

@@ -18,6 +18,11 @@ away what came (defaults: 10 s, 30 s once 1.25 MiB have come). Each chunk costs 
 addition and a comparison, and the timer stays right: patience only grows, so a timer
 set for an exchange's deadline is never late, at worst early, and then re-armed.
 
+A body streamed to a file (a git pack: `Fetcher.post(sink=…)`) may be far larger than
+any page: its total timeout grows by a second for every `STREAM_BYTES` received, so a
+gigabyte arriving at a fair pace is not cut, and a server trickling a byte at a time
+still is.
+
 An expired exchange's task is cancelled the way `asyncio.timeout` cancels it: the
 fetcher turns the `CancelledError` into a `FetchTimeout` only if `Task.uncancel` says
 nobody else asked for the cancellation too. Every await between `Deadlines.start` and
@@ -33,6 +38,7 @@ __all__ = [
     "HEAD_EXPIRED",
     "PATIENCE_BYTES",
     "READ_EXPIRED",
+    "STREAM_BYTES",
     "TOTAL_EXPIRED",
     "Deadlines",
     "Exchange",
@@ -48,6 +54,10 @@ TOTAL_EXPIRED = "the exchange exceeded total_timeout"
 # Bytes of body that buy a silent connection one second more than `stall_timeout`.
 PATIENCE_BYTES = 64 * 1024
 
+# Bytes of a streamed body that buy its exchange a second more than `total_timeout`: a
+# floor of 16 KiB/s, which a slow link still clears.
+STREAM_BYTES = 16 * 1024
+
 
 class Exchange:
     """One request in flight: when it started, when the server was last heard from (or
@@ -55,7 +65,17 @@ class Exchange:
     pooled connection), the body bytes received and the silence they allow, and once a
     deadline passed, why it was cancelled."""
 
-    __slots__ = ("_owner", "expired", "head", "heard", "patience", "received", "started", "task")
+    __slots__ = (
+        "_owner",
+        "expired",
+        "head",
+        "heard",
+        "patience",
+        "received",
+        "started",
+        "streaming",
+        "task",
+    )
 
     def __init__(self, owner: Deadlines, task: asyncio.Task[object]) -> None:
         self._owner = owner
@@ -66,6 +86,7 @@ class Exchange:
         self.received = 0
         self.expired: str | None = None
         self.head = True  # False from the request's sending until its answer's head is in
+        self.streaming = False  # a body written to a file: the total grows with it
 
     def sent(self) -> None:
         """The request is sent: its answer's head is awaited, silence counts from now."""
@@ -174,6 +195,8 @@ class Deadlines:
         for exchange in list(self._live.values()):
             silent_until = exchange.heard + exchange.patience
             over_at = exchange.started + self.total_timeout
+            if exchange.streaming:
+                over_at += exchange.received / STREAM_BYTES
             if over_at <= now or silent_until <= now:
                 exchange.expired = TOTAL_EXPIRED if over_at <= now else exchange.silence()
                 del self._live[exchange.task]

@@ -168,6 +168,18 @@ class HostLeases:
             return False
         return not self.is_dead(lease)
 
+    async def extend(self, host: str, now: float, hold_until: float) -> bool:
+        """Keep holding `host` until `hold_until` (a session of many requests, such as a
+        news server's connection); False when the hold is no longer this worker's (it
+        ran out, or the worker was taken for gone)."""
+        key = f"host:{host}"
+        changed = await self.store.run(
+            lambda tx: tx.execute(
+                "extend_host_lease", key=key, owner=self.owner, expires=hold_until, now=now
+            )
+        )
+        return changed > 0
+
     async def give(self, host: str, next_at: float, ip: str | None, ip_next_at: float) -> None:
         """The fetch of `host` ended: it may next be fetched at `next_at` (and its
         address at `ip_next_at`)."""

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 from ..clock import Clock
@@ -140,6 +140,27 @@ class PoliteFetcher:
     ) -> Response:
         """GET `url` (no redirects followed) once robots.txt allows it and the host's
         turn has come; RobotsDisallowed, a FetchError, or TransientError to come back."""
+        await self._admit(url)
+        return await self._polite_get(url, headers, max_body)
+
+    async def post(
+        self,
+        url: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        *,
+        max_body: int | None = None,
+        sink: BinaryIO | None = None,
+    ) -> Response:
+        """POST `data` to `url` (a git fetch's `git-upload-pack`) with the same manners
+        as `get`: robots.txt, the host's turn and delay, the address guard. With `sink`
+        the body is written to that file as it arrives (`Fetcher.post`)."""
+        await self._admit(url)
+        return await self._polite_get(url, headers, max_body, data=data, sink=sink)
+
+    async def _admit(self, url: str) -> None:
+        """Raise unless `url` may be asked for: a valid URL, an address allowed,
+        robots.txt agreeing."""
         try:
             host = host_of(canonicalize(url))
             site_of(url)  # as given, which is how it is fetched ("http:///x" has no host)
@@ -156,7 +177,6 @@ class PoliteFetcher:
         self._not_if_stopping(url)
         if self.obey_robots:
             await self._check_robots(url)
-        return await self._polite_get(url, headers, max_body, stoppable=True)
 
     def _not_if_stopping(self, url: str) -> None:
         if self.stopping is not None and self.stopping.is_set():
@@ -169,7 +189,9 @@ class PoliteFetcher:
         max_body: int | None = None,
         truncate: int | None = None,
         *,
-        stoppable: bool = False,
+        stoppable: bool = True,
+        data: bytes | None = None,
+        sink: BinaryIO | None = None,
     ) -> Response:
         """`stoppable`: not started once the process is stopping (not robots.txt, which
         a GET already started waits for)."""
@@ -192,7 +214,9 @@ class PoliteFetcher:
                 await self._wait_turn(name, host.state, ip, ip_state, url if stoppable else None)
                 host.waiting -= 1
                 waiting = False
-                return await self._fetch_now(url, headers, max_body, host, ip, ip_state, truncate)
+                return await self._fetch_now(
+                    url, headers, max_body, host, ip, ip_state, truncate, data=data, sink=sink
+                )
         finally:
             if waiting:
                 host.waiting -= 1
@@ -211,6 +235,9 @@ class PoliteFetcher:
         ip: str | None,
         ip_state: IpState | None,
         truncate: int | None = None,
+        *,
+        data: bytes | None = None,
+        sink: BinaryIO | None = None,
     ) -> Response:
         """Fetch `url` now that its host's turn has come, and record when it ended."""
         state = host.state
@@ -222,7 +249,15 @@ class PoliteFetcher:
         status: int | None = 200  # an exception of ours, not theirs, is not a failure
         retry_after: float | None = None
         try:
-            resp = await self._fetcher.get(url, headers, max_body=max_body, truncate=truncate)
+            resp = await self._fetcher.send(
+                "GET" if data is None else "POST",
+                url,
+                headers,
+                data=data,
+                max_body=max_body,
+                truncate=truncate,
+                sink=sink,
+            )
             status, retry_after = resp.status, resp.retry_after
             return resp
         except FetchError as exc:
@@ -338,7 +373,10 @@ class PoliteFetcher:
 
     async def _fetch_robots(self, url: str) -> None:
         answer = await fetch_robots(
-            lambda target, truncate: self._polite_get(target, None, truncate=truncate), url
+            lambda target, truncate: self._polite_get(
+                target, None, truncate=truncate, stoppable=False
+            ),
+            url,
         )
         now = self.clock.now()
         self.robots.on_robots(url, answer.status, answer.body, now)

@@ -43,7 +43,7 @@ def parse_retry_after(value: str | None, now: float) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Response:
-    """One GET and its answer, body read in full."""
+    """One request and its answer, body read in full (or written to a file)."""
 
     url: str
     """The URL requested (no redirects are followed)."""
@@ -71,6 +71,9 @@ class Response:
     truncated: bool = False
     """`body`, or `content` once decoded, is only the first bytes of a longer one: the
     request asked for no more (`Fetcher.get(truncate=…)`), and the rest was not read."""
+    streamed: int = 0
+    """Bytes of the body written to the caller's file instead of `body`, which is
+    then empty (`Fetcher.post(sink=…)`)."""
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (any case), or None."""

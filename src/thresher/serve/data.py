@@ -23,6 +23,7 @@ from ..ingest.report import ingest_stats
 from ..sources import get_source
 from ..sources.archives import ARCHIVE_TYPE_NAMES
 from ..sources.ingest import ingest_warc_dir
+from ..sources.types import shown_options
 from ..sources.web import warc_dir
 from ..status import archive_status, collect_status
 from ..store import Row, Tx
@@ -471,7 +472,7 @@ def crawl_page(
     return {
         "name": name,
         "url": source.url,
-        "options": source.options,
+        "options": shown_options(source.type, source.options),
         "runs": runs,
         "source_runs": source_runs(tx, name, limit=10),
         "counts": counts,

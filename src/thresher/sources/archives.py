@@ -16,27 +16,35 @@ tree of jobs (see docs/mail.md), the same for every kind:
 
 Kinds do no I/O of their own: every request goes through `_JobPort`, that is through
 the process's polite fetcher (robots.txt, one request at a time per host, the delay,
-private addresses refused unless `allow_private`), and the store is written here only.
+private addresses refused unless `allow_private`) or, for news servers, the process's
+`NewsHosts` (one connection per host, the delay between batches of commands, the same
+guard), and the store is written here only.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import replace
 from functools import partial
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from ..archives.harvest import Decision, decide
 from ..archives.kinds import ARCHIVE_TYPE_NAMES, BUILTIN, ArchiveKind, Got, PageMissing
+from ..archives.kinds.base import NewsReader
 from ..archives.mbox import RawMessage
 from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
 from ..archives.rows import parse_rows
 from ..archives.units import Known, Unit, files_by_date
 from ..errors import PermanentError, TransientError
+from ..fetch.news import NewsHosts, NewsSettings, news_url
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.queue import hold
+from ..redact import remember_secret
 from ..store import Tx
 from .http import RETRY_STATUSES, get_following
 from .types import Option, SourceType, register_type
@@ -51,7 +59,9 @@ _COMMON = {
     ),
     "allow_private": Option(bool, False, "Also fetch private, loopback and link-local addresses."),
     "delay": Option(float, None, "Seconds between requests to one host [config delay]."),
-    "max_bytes": Option(int, 2**30, "Largest month file fetched; larger is an error."),
+    "max_bytes": Option(
+        int, 2**30, "Largest month file (publicinbox: git pack) fetched; larger is an error."
+    ),
 }
 
 
@@ -73,7 +83,15 @@ def register_kind(kind: ArchiveKind) -> SourceType:
             doc=kind.doc,
             check_url=kind.check_url,
             detect=kind.detect,
-            options=dict(_COMMON),
+            options={
+                **_COMMON,
+                "max_bytes": replace(_COMMON["max_bytes"], default=kind.max_bytes),
+                **{
+                    name: Option(o.kind, o.default, o.doc, o.secret)
+                    for name, o in kind.options.items()
+                },
+            },
+            check_options=kind.check_options,
         )
     )
 
@@ -105,10 +123,39 @@ class _JobPort:
             lowered: dict[str, str] = {}
             for key, value in resp.headers:
                 lowered.setdefault(key.lower(), value)
-            got = Got(resp.status, lowered, resp.content, len(resp.body), resp.retry_after)
+            got = Got(
+                resp.status, lowered, resp.content, len(resp.body), resp.retry_after, resp.url
+            )
         if got.status in RETRY_STATUSES:
             raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
         return got
+
+    async def post(
+        self,
+        url: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        into: BinaryIO | None = None,
+    ) -> Got:
+        opts = self.ctx.job.payload.get("options") or {}
+        fetcher = await self.ctx.fetcher(
+            allow_private=bool(opts.get("allow_private", False)), delay=opts.get("delay")
+        )
+        resp = await fetcher.post(url, data, headers, max_body=max_bytes, sink=into)
+        lowered: dict[str, str] = {}
+        for key, value in resp.headers:
+            lowered.setdefault(key.lower(), value)
+        wire = resp.streamed if into is not None else len(resp.body)
+        got = Got(resp.status, lowered, resp.content, wire, resp.retry_after, resp.url)
+        if got.status in RETRY_STATUSES:
+            raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
+        return got
+
+    def mirror_dir(self, name: str) -> Path:
+        folder = self.ctx.config.home / "git" / self.source / name
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
 
     async def listing(self, url: str) -> bytes:
         kept = await self.ctx.store.run(
@@ -181,6 +228,37 @@ class _JobPort:
             )
 
         await self.ctx.store.run(write)
+
+    def news(self, url: str) -> AbstractAsyncContextManager[NewsReader]:
+        return self._news(url)
+
+    @asynccontextmanager
+    async def _news(self, url: str) -> AsyncIterator[NewsReader]:
+        address, _, _ = news_url(url)
+        opts = self.ctx.job.payload.get("options") or {}
+        config = self.ctx.config
+        password = opts.get("password") or None
+        if password:
+            remember_secret(password)  # masked in every log line from now on
+        settings = NewsSettings(
+            connect_timeout=config.stall_timeout,
+            read_timeout=config.read_timeout,
+            command_timeout=config.http_timeout,
+            delay=config.delay if opts.get("delay") is None else float(opts["delay"]),
+            batch=int(opts.get("batch") or 100),
+            allow_private=bool(opts.get("allow_private")),
+            user=opts.get("user") or None,
+            password=password,
+            max_defer=config.defer_max,
+        )
+        ctx = self.ctx
+
+        async def make() -> NewsHosts:
+            return NewsHosts(ctx.clock, ctx.leases)
+
+        hosts = await ctx.shared("nntp-hosts", make)
+        async with hosts.session(address, settings) as session:
+            yield session
 
 
 def _read_local(path: str, headers: Mapping[str, str]) -> Got:
@@ -326,7 +404,7 @@ async def _unit(ctx: JobContext) -> Outcome:
     source, name = ctx.job.source or "", unit.month
     opts = p["options"]
     grace = float(opts.get("grace_days", DEFAULT_GRACE_DAYS))
-    max_bytes = int(opts.get("max_bytes") or 2**30)
+    max_bytes = int(opts.get("max_bytes") or kind.max_bytes)
     row = await ctx.store.run(
         lambda tx: tx.one("get_archive_month", source=source, month=name), False
     )

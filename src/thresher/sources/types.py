@@ -7,11 +7,12 @@ options it takes. Later capabilities (archives, crawls, ingest lists) add types 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SourceError
+from ..redact import MASK
 from ..store import Tx
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "get_type",
     "load_builtin_types",
     "register_type",
+    "shown_options",
 ]
 
 # The modules of the built-in types, each registering its own when imported.
@@ -44,6 +46,8 @@ class Option:
     kind: type
     default: Any
     doc: str
+    # A password: stored, but masked wherever the source's options are shown.
+    secret: bool = False
 
     def parse(self, name: str, raw: str) -> Any:
         try:
@@ -74,6 +78,13 @@ class SourceType:
     # What a finished run that is otherwise ok should still report (a `urls` run's 404s):
     # (transaction, source name, when the run started) -> a note, or None.
     problems: Callable[[Tx, str, float], RunNote | None] = lambda tx, source, since: None
+
+    def shown(self, options: Mapping[str, Any]) -> dict[str, Any]:
+        """`options` fit to print: secrets (a password) masked."""
+        return {
+            k: MASK if v is not None and k in self.options and self.options[k].secret else v
+            for k, v in options.items()
+        }
 
     def validate(self, url: str, raw: dict[str, str]) -> tuple[str, dict[str, Any]]:
         unknown = sorted(set(raw) - set(self.options))
@@ -123,3 +134,12 @@ def detect_type(url: str) -> SourceType:
         if stype.detect(url):
             return stype
     raise SourceError(f"cannot tell the source type of {url!r}: give --type")
+
+
+def shown_options(type_name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """A source's options fit to print (secrets masked), whatever its type; a type no
+    longer known shows none of its string values, which might be secrets."""
+    stype = _TYPES.get(type_name)
+    if stype is None:
+        return {k: MASK if isinstance(v, str) else v for k, v in options.items()}
+    return stype.shown(options)

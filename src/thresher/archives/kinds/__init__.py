@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from ...mailtypes import ARCHIVE_TYPE_NAMES
 from ..units import Month, Unit
-from .base import ArchiveIndexError, ArchiveKind, Got, Harvest, Listing, PageMissing, Port
+from .base import (
+    ArchiveIndexError,
+    ArchiveKind,
+    Got,
+    Harvest,
+    KindOption,
+    Listing,
+    NewsReader,
+    PageMissing,
+    Port,
+)
 from .files import FileKind
 from .hyperkitty import (
     HyperKitty,
@@ -30,6 +40,7 @@ from .hyperkitty import (
 from .mbox import Mbox, mbox_month
 from .mhonarc import MHonArc
 from .modmbox import ModMbox, parse_modmbox_index
+from .nntp import NNTP
 from .pipermail import Pipermail, parse_pipermail_index, pipermail_index_url
 from .ponymail import (
     PonyMail,
@@ -38,10 +49,12 @@ from .ponymail import (
     ponymail_parts,
     ponymail_stats_url,
 )
+from .publicinbox import PublicInbox
 
 __all__ = [
     "ARCHIVE_TYPE_NAMES",
     "BUILTIN",
+    "DEMO_KINDS",
     "KINDS",
     "ArchiveIndexError",
     "ArchiveKind",
@@ -49,10 +62,13 @@ __all__ = [
     "Got",
     "Harvest",
     "HyperKittyPage",
+    "KindOption",
     "Listing",
     "Month",
+    "NewsReader",
     "PageMissing",
     "Port",
+    "PublicInbox",
     "Unit",
     "hyperkitty_emails_url",
     "hyperkitty_export_url",
@@ -78,7 +94,11 @@ BUILTIN: tuple[ArchiveKind, ...] = (
     HyperKitty(),
     Mbox(),
     MHonArc(),
+    PublicInbox(),
+    NNTP(),
 )
 
 # Their names: the mail source types.
 KINDS = tuple(kind.name for kind in BUILTIN)
+# Those `thresher demo` serves (plain HTTP only: not git, not NNTP).
+DEMO_KINDS = tuple(kind.name for kind in BUILTIN if kind.demo)

@@ -9,7 +9,8 @@ kind is only what an `ArchiveKind` says:
 - how it lists its units, with the archive's own counts where it gives them, and which
   of them its numbers vouch for (`list_units` → `Listing`);
 - how one unit is read from its stop sign on, and split into messages (`harvest` →
-  `Harvest`): conditional requests, Range requests, index pages, git fetches, NNTP.
+  `Harvest`): conditional requests, Range requests, index pages, git fetches, NNTP;
+- the options its source type takes beyond those every kind takes (`options`).
 
 A kind does no I/O of its own making: every request goes through the `Port` the job
 hands it (polite, robots.txt, private addresses refused unless allowed), and the store
@@ -22,8 +23,10 @@ from __future__ import annotations
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from pathlib import Path
+from typing import Any, BinaryIO, ClassVar, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import PermanentError, SourceError
@@ -36,7 +39,9 @@ __all__ = [
     "ArchiveKind",
     "Got",
     "Harvest",
+    "KindOption",
     "Listing",
+    "NewsReader",
     "PageMissing",
     "Port",
     "dir_url",
@@ -67,11 +72,32 @@ class Got:
     content: bytes
     wire: int
     retry_after: float | None = None
+    url: str | None = None  # where the answer came from, redirects followed
 
     def check(self, url: str) -> None:
         """Raise PermanentError for an error answer (416 is the caller's to read)."""
         if self.status >= 400 and self.status != 416:
             raise PermanentError(f"{url}: HTTP {self.status}")
+
+
+class NewsReader(Protocol):
+    """A connection to a news server (NNTP), as a kind uses it (`Port.news`)."""
+
+    async def group(self, name: str) -> tuple[int, int, int]:
+        """GROUP: select `name`; its estimated count, first and last article numbers.
+        PermanentError when the server has no such group."""
+        ...
+
+    async def over(self, first: int, last: int) -> Sequence[tuple[int, str | None]]:
+        """OVER (or XOVER): the articles numbered `first` to `last` the server lists,
+        as (number, Message-ID or None)."""
+        ...
+
+    async def article(self, number: int, max_bytes: int) -> bytes | None:
+        """ARTICLE: the article as the server holds it (lines ending in LF), None when
+        it has no such article (423, 430); `thresher.fetch.news.ArticleTooLarge` past
+        `max_bytes`."""
+        ...
 
 
 class Port(Protocol):
@@ -115,6 +141,35 @@ class Port(Protocol):
         transaction (the job must still hold its lease). For a unit too big for one
         job's outcome (a git epoch, a month of thousands of pages): a crash then costs
         what came after the last checkpoint, never a message stored twice."""
+        ...
+
+    # What a git kind needs (public-inbox): a POST for git-upload-pack, and a place
+    # for its mirrors.
+
+    async def post(
+        self,
+        url: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
+        into: BinaryIO | None = None,
+    ) -> Got:
+        """POST `data` to `url` through the polite fetcher, with the manners of `get`
+        (no redirect followed; 429 and 5xx raise TransientError). With `into`, the body
+        is written to that file as it arrives, not kept (`Got.content` is empty,
+        `Got.wire` its size): a git pack."""
+        ...
+
+    def mirror_dir(self, name: str) -> Path:
+        """A directory of the home folder kept for this source across runs
+        (`HOME/git/SOURCE/NAME`), made if missing: where a git kind keeps its mirror."""
+        ...
+
+    def news(self, url: str) -> AbstractAsyncContextManager[NewsReader]:
+        """A connection to the news server of `url` (nntp://, news://, nntps://): the
+        host's only one while it is open, wherever the workers run, with a pause between
+        batches of commands; private addresses refused unless allowed; the source's
+        user and password sent when given."""
         ...
 
 
@@ -163,13 +218,33 @@ class Harvest:
     events: list[tuple[str, str]] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class KindOption:
+    """An option of a kind's source type beyond those every kind takes (`-o name=…`).
+    `secret`: never shown (a password), masked wherever the source's options are."""
+
+    kind: type
+    default: Any
+    doc: str
+    secret: bool = False
+
+
 class ArchiveKind(ABC):
     """One kind of archive. Subclasses set `name` (the source type) and `doc`, and
     implement `list_units` and `harvest`; `thresher.sources.archives` registers each
-    built-in kind (`thresher.archives.kinds.BUILTIN`) as a source type with its jobs."""
+    built-in kind (`thresher.archives.kinds.BUILTIN`) as a source type with its jobs.
+    `demo`: whether `thresher demo` serves it (it cannot serve a news server)."""
 
     name: ClassVar[str]
     doc: ClassVar[str]
+    # The default of the source option `max_bytes`: the largest file (a git pack) fetched.
+    max_bytes: ClassVar[int] = 2**30
+    demo: ClassVar[bool] = True
+    options: ClassVar[Mapping[str, KindOption]] = {}
+
+    def check_options(self, url: str, options: Mapping[str, Any]) -> None:
+        """Check the source's options together (SourceError), after each was parsed."""
+        return None
 
     def check_url(self, url: str) -> str:
         """The URL to store for the source (normalised), or SourceError."""

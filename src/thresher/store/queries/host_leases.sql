@@ -20,6 +20,11 @@ ON CONFLICT (key) DO NOTHING
 UPDATE host_leases SET owner = :owner, expires = :expires, next_at = :next_at
 WHERE key = :key
 
+-- name: extend_host_lease
+-- A long hold (a news server's connection) kept while it is still this worker's.
+UPDATE host_leases SET expires = :expires
+WHERE key = :key AND owner = :owner AND expires > :now
+
 -- name: give_host_lease
 UPDATE host_leases SET owner = NULL, expires = NULL,
     next_at = CASE WHEN next_at > :next_at THEN next_at ELSE :next_at END
