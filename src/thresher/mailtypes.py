@@ -7,7 +7,9 @@ from __future__ import annotations
 __all__ = ["ARCHIVE_TYPE_NAMES", "BUILTIN_KIND_NAMES"]
 
 # thresher.archives.kinds.BUILTIN, by name (a test checks that the two agree).
-BUILTIN_KIND_NAMES = ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox", "mhonarc")
+BUILTIN_KIND_NAMES = (
+    "pipermail", "modmbox", "ponymail", "hyperkitty", "mbox", "mhonarc", "publicinbox", "nntp"
+)  # fmt: skip
 
 # Every mail source type: these and any kind registered later
 # (`thresher.sources.archives.register_kind` adds its name).
