@@ -275,9 +275,30 @@ def test_no_pdf_link() -> None:
     assert walk.hops == [terminal_hop(A, "text/html")]
 
 
-def test_a_link_to_the_page_itself_is_no_link() -> None:
+def test_a_link_to_the_page_itself_is_a_link_loop() -> None:
+    # As sandcrawler reports it: the page's full-text link leads back to the page.
     walk = Walk("pdf", A)
-    assert run(walk, [ok(A, landing(A))]).status == "no-pdf-link"
+    verdict = run(walk, [ok(A, landing(A))])
+    assert verdict == Verdict("link-loop", False, A, 200, error=f"back to {A}")
+    assert walk.hops == [landing_hop(A), loop_hop(A)]
+
+
+def test_a_link_to_the_page_itself_after_a_hop_is_a_link_loop() -> None:
+    walk = Walk("pdf", A)
+    verdict = run(walk, [ok(A, landing(B)), ok(B, landing(B + "#pdf"))])
+    assert verdict == Verdict("link-loop", False, B, 200, error=f"back to {B}")
+    assert walk.hops == [landing_hop(A), landing_hop(B), loop_hop(B)]
+
+
+def test_a_link_to_the_page_itself_beside_a_real_one_is_followed() -> None:
+    walk = Walk("pdf", A)
+    html = page(
+        f'<meta name="citation_pdf_url" content="{A}">'
+        f'<link rel="alternate" type="application/pdf" href="{C}">'
+    )
+    verdict = run(walk, [ok(A, html), ok(C, PDF, "application/pdf")])
+    assert verdict.status == "success"
+    assert walk.hops[0] == landing_hop(A, "link_alternate_pdf")
 
 
 def test_no_xml_link() -> None:

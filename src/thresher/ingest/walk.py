@@ -14,7 +14,8 @@ The rules, in order, for each answer:
   Empty: ``empty-blob``. The kind the request wants (`expected_kind`): ``success``.
   HTML where a file is wanted: a landing page, whose full-text link
   (`find_fulltext_link`) is followed, at most `max_hops` times (``max-hops-exceeded``);
-  a link back to a page already visited is a ``link-loop``; a page without a link is
+  a link back to a page already visited, this very page included, is a ``link-loop``
+  (as sandcrawler reports it); a page without a link is
   ``blocked-wall`` when it asks for a password (a login or paywall form), else
   ``no-pdf-link`` (``no-xml-link`` for ``xml``). Anything else: ``wrong-mimetype``.
 - Any other status is ``terminal-bad-status``; 408, 425, 429 and every 5xx (Cloudflare's
@@ -217,6 +218,8 @@ class Walk:
         )
         if self._landings >= self.max_hops:
             return self._end("max-hops-exceeded", answer, f"more than {self.max_hops}", mimetype)
+        if link.itself:  # the page names only itself: fetching it again would loop
+            return self._refuse(link.url, "loop", "link-loop", f"back to {link.url}")
         self._landings += 1
         self._redirects = 0
         return self._go(link.url, "link-loop")
