@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from thresher.frontier import InvalidURL, canonicalize
+from thresher.ingest.landing import _page_key
 from thresher.ingest.walk import (
     DEFAULT_BLOCKLIST,
     MAX_HOPS,
@@ -1080,7 +1081,11 @@ def test_any_answers_end_in_a_verdict_soon_without_fetching_twice(
         assert verdict.status != "redirect-loop"
     if kind == "loop":
         assert verdict.error == f"back to {url}"
-        assert canonicalize(url) in keys
+        # A URL fetched before, or the landing page's link to that very page (however
+        # its scheme or a trailing slash is written: the link finder's rule).
+        assert canonicalize(url) in keys or (
+            last is not None and _page_key(url) == _page_key(last.url)
+        )
     elif kind == "blocked":
         assert verdict.error == f"blocklisted: {url}"
         assert walk.blocklist.blocks(url)

@@ -193,6 +193,11 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A file of more URL substrings never to fetch (one per line; 're:' for a regex).",
 )
+@click.option(
+    "--shards",
+    type=click.IntRange(min=1),
+    help="Split the hosts over N engines, which `thresher worker` processes run apart [1].",
+)
 @click.option("-w", "--workers", type=click.IntRange(min=1), help="URLs fetched at once [4].")
 @click.option(
     "--detach", is_flag=True, help="Only queue the run: `thresher worker` processes do it."

@@ -54,7 +54,7 @@ __all__ = [
 
 
 # Longest job key kept as the plain path of names. A chain of jobs each spawning the
-# next (ingest pages) would otherwise grow its keys without bound, past what a unique
+# next (a chain of pages) would otherwise grow its keys without bound, past what a unique
 # index can hold (PostgreSQL: about 2700 bytes).
 MAX_KEY = 200
 
