@@ -19,8 +19,10 @@ Why this is exactly once, across `kill -9`:
   opens the slot next — this engine after a failed commit, another after a crash —
   resumes the `WarcWriter` from that position, which cuts them off.
 
-The work that needs no file — three digests of the body and its records built and
-compressed (`keep`) — is done before the commit, by whoever fetched the body. Bodies
+The work that needs no file is done before the commit, by whoever fetched the body: the
+body's digests (`digest`: three for `file_meta`, and the record's block digest), on a
+thread beside the event loop, as hashing lets go of the GIL; then its records, built
+and compressed (`record`). Bodies
 that are compressed already (PDFs, images, archives, a content-encoded transfer) go in
 gzip members of stored blocks (``stored``): compressing incompressible bytes was most
 of a PDF's archiving cost, for nothing.
@@ -28,10 +30,13 @@ of a PDF's archiving cost, for nothing.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
+import queue
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +48,7 @@ from ..fetch import Response
 from ..store import Row, Tx
 from ..store.warc import PreparedExchange, WarcPosition, WarcWriter, sha1_digest
 
-__all__ = ["IngestArchive", "Kept", "SlotLost"]
+__all__ = ["Digests", "Hasher", "IngestArchive", "Kept", "SlotLost", "digest"]
 
 log = logging.getLogger("thresher.ingest")
 
@@ -81,6 +86,91 @@ class Kept:
         return len(r.request) + len(r.response) + len(r.metadata)
 
 
+@dataclass(frozen=True, slots=True)
+class Digests:
+    """What hashing a body gives: every digest of its decoded bytes that `file_meta`
+    keeps, and those of its WARC record (raw SHA-1s, 20 bytes each)."""
+
+    sha1: bytes
+    sha256: bytes
+    md5: bytes
+    block: bytes  # of the response record's block: the HTTP head and the payload
+    payload: bytes | None  # of the bytes as transferred, when they are content-encoded
+    head: bytes  # the HTTP head the block digest covers
+
+
+def digest(response: Response) -> Digests:
+    """Hash a response's body: C calls that let go of the GIL for all but a few
+    microseconds, so a thread of its own does this beside the event loop."""
+    content, body = response.content, response.body
+    head = response.http_head()
+    block = hashlib.sha1(head)
+    block.update(body)
+    plain = body is content or body == content
+    return Digests(
+        hashlib.sha1(content).digest(),
+        hashlib.sha256(content).digest(),
+        hashlib.md5(content).digest(),
+        block.digest(),
+        None if plain else hashlib.sha1(body).digest(),
+        head,
+    )
+
+
+class Hasher:
+    """A thread that hashes bodies (`digest`) beside the event loop, handing the results
+    back in batches: one wake-up of the loop for all the results ready by then. An
+    executor's future per call cost the loop about as much as hashing a page itself."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._in: queue.SimpleQueue[tuple[Response, asyncio.Future[Digests]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._out: list[tuple[asyncio.Future[Digests], Digests | Exception]] = []
+        self._lock = threading.Lock()
+        self._waking = False
+        self._thread = threading.Thread(target=self._run, name="thresher-hash", daemon=True)
+        self._thread.start()
+
+    def digest(self, response: Response) -> asyncio.Future[Digests]:
+        done: asyncio.Future[Digests] = self._loop.create_future()
+        self._in.put((response, done))
+        return done
+
+    def close(self) -> None:
+        self._in.put(None)
+
+    def _run(self) -> None:
+        while (item := self._in.get()) is not None:
+            response, done = item
+            result: Digests | Exception
+            try:
+                result = digest(response)
+            except Exception as exc:  # a bug: the walk that asked gets it
+                result = exc
+            with self._lock:
+                self._out.append((done, result))
+                wake, self._waking = not self._waking, True
+            if wake:
+                try:
+                    self._loop.call_soon_threadsafe(self._deliver)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    return
+
+    def _deliver(self) -> None:
+        with self._lock:
+            out, self._out = self._out, []
+            self._waking = False
+        for done, result in out:
+            if done.done():  # its walk was cancelled
+                continue
+            if isinstance(result, Exception):
+                done.set_exception(result)
+            else:
+                done.set_result(result)
+
+
 class IngestArchive:
     """One engine's WARC slot. `open` it, `keep` bodies from any thread, and `commit` them
     in the engine's transactions, which run one at a time on the store's thread."""
@@ -111,32 +201,35 @@ class IngestArchive:
         self.commits = 0
         self.written = 0  # records written (bodies new to the store)
 
-    # --- any thread -------------------------------------------------------------------------
+    # --- any thread, then the loop's -------------------------------------------------------
 
     def keep(self, response: Response, mimetype: str | None) -> Kept:
         """Digest the decoded body of `response` and build its records (once `open`)."""
+        return self.record(response, mimetype, digest(response))
+
+    def record(self, response: Response, mimetype: str | None, digests: Digests) -> Kept:
+        """The body's records, built from its `digests` (`digest`, on any thread)."""
         builder = self._builder
         assert builder is not None, "open() the archive first"
-        content = response.content
-        sha1 = hashlib.sha1(content)
-        plain = response.body is content or response.body == content
+        plain = digests.payload is None
         record = builder.prepare_exchange(
             url=response.url,
             request_head=response.request_head,
-            response_head=response.http_head(),
+            response_head=digests.head,
             payload=response.body,
             ip=response.ip,
             fetched_at=response.started,
-            # The payload digest is of the bytes as transferred: the SHA-1 we have, when
-            # nothing was content-encoded.
-            payload_digest=sha1_digest(sha1.digest()) if plain else None,
+            # The payload digest is of the bytes as transferred: the body's own SHA-1,
+            # unless they were content-encoded.
+            payload_digest=sha1_digest(digests.payload or digests.sha1),
             stored=not plain or mimetype in _COMPRESSED,
+            block_digest=sha1_digest(digests.block),
         )
         return Kept(
-            sha1.hexdigest(),
-            hashlib.sha256(content).hexdigest(),
-            hashlib.md5(content).hexdigest(),
-            len(content),
+            digests.sha1.hex(),
+            digests.sha256.hex(),
+            digests.md5.hex(),
+            len(response.content),
             mimetype,
             record,
         )

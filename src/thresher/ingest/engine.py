@@ -6,8 +6,10 @@ going, one host per walk at a time, taking the hosts in turn: each walk
 (`thresher.ingest.walk`, which decides every step) fetches through the engine's
 `PoliteFetcher` (robots.txt, the per-host and per-address delays, Retry-After, parking and,
 with `leases`, the turns every worker of the store takes on a host). Every 2xx body is
-digested and its WARC records built as soon as it is fetched (`IngestArchive.keep`), and
-the engine commits in batches, beside the walks: about every `COMMIT_SECONDS`, or sooner
+hashed as soon as it is fetched, on a thread of its own (`Hasher`: SHA-1, SHA-256 and MD5
+of the body and the record's block digest, a quarter of the CPU an ingest takes, most of
+it without the GIL) while the walk reads it, and its WARC records are built
+(`IngestArchive.record`). The engine commits in batches, beside the walks: about every `COMMIT_SECONDS`, or sooner
 once `COMMIT_BYTES` of records wait, the results finished since, their bodies (file_meta,
 the records and the WARC position) and the queue rows they empty go in one transaction.
 
@@ -35,7 +37,6 @@ import json
 import logging
 import time
 from collections import Counter, deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ..clock import Clock
@@ -48,14 +49,13 @@ from ..fetch import (
     FetchError,
     FetchTimeout,
     InvalidRequestURL,
-    Response,
     TooLarge,
 )
 from ..fetch.leases import StickyLeases
 from ..fetch.polite import PoliteFetcher, RobotsDisallowed
 from ..jobs.retry import backoff_delay
 from ..store.aio import AsyncStore
-from .archive import IngestArchive, Kept
+from .archive import Hasher, IngestArchive
 from .ledger import PAGE, Batch, Entry, commit, entries
 from .walk import DEFAULT_BLOCKLIST, MAX_HOPS, Answer, Blocklist, Fetch, Verdict, Walk
 
@@ -67,9 +67,6 @@ COMMIT_SECONDS = 0.25
 """Longest a finished URL waits for its commit (what a `kill -9` makes walk again)."""
 COMMIT_BYTES = 8 << 20
 """Records waiting for a commit past which it is made at once (the memory they hold)."""
-THREAD_BYTES = 16 << 10
-"""Bodies this large or larger are digested on the archive's thread: smaller ones cost
-less than handing them over."""
 HAND_BACK_SECONDS = 30.0
 """With only URLs whose host's turn is further away than this, the shard's job is
 handed back until then (as the job system hands back a job whose host is busy)."""
@@ -172,12 +169,13 @@ class IngestEngine:
         self._last_commit = 0.0
         self._wake = asyncio.Event()
         self._failure: BaseException | None = None
-        self._keeper = ThreadPoolExecutor(1, thread_name_prefix="thresher-keep")
+        self._hasher: Hasher | None = None  # made in run(), on the loop
 
     # -- the loop -------------------------------------------------------------------------
 
     async def run(self) -> ShardSummary:
         t0 = time.monotonic()
+        self._hasher = Hasher(asyncio.get_running_loop())
         try:
             await self.store.run(self.archive.open_in)
             self._last_commit = self.clock.monotonic()
@@ -189,7 +187,7 @@ class IngestEngine:
             await self._commit()
             await self.store.run(self.archive.close_in)
         finally:
-            self._keeper.shutdown(wait=False)
+            self._hasher.close()
         return ShardSummary(
             urls=sum(self.statuses.values()),
             statuses=dict(self.statuses),
@@ -361,13 +359,19 @@ class IngestEngine:
             if resp.status in (429, 503):
                 retry_after = resp.retry_after
             content_type = resp.header("Content-Type")
-            step = walk.on_answer(
-                Answer(url, resp.status, resp.location, resp.content, content_type)
-            )
+            answer = Answer(url, resp.status, resp.location, resp.content, content_type)
             terminal = None
             if 200 <= resp.status < 300 and resp.content:
-                body = await self._keep(resp, walk.sniffed)
+                # A body: hashed on the archive's thread (hashlib lets go of the GIL: it
+                # runs beside the loop) while the walk reads it here.
+                assert self._hasher is not None
+                hashed = self._hasher.digest(resp)
+                step = walk.on_answer(answer)
+                body = self.archive.record(resp, walk.sniffed, await hashed)
+                self.batch.keep(body)
                 terminal = (url, body.sha1)
+            else:
+                step = walk.on_answer(answer)
         verdict: Verdict = step
         if verdict.transient and entry.attempts + 1 < s.max_attempts:
             entry.attempts += 1
@@ -401,17 +405,6 @@ class IngestEngine:
         )
         self.batch.done.append((entry.turn, entry.host_no))
         self.statuses[verdict.status] += 1
-
-    async def _keep(self, resp: Response, mimetype: str | None) -> Kept:
-        """Digest a body and build its records: a large one on the archive's thread (the
-        digests and the compression let go of the GIL), while the loop walks on."""
-        if len(resp.content) < THREAD_BYTES:
-            body = self.archive.keep(resp, mimetype)
-        else:
-            loop = asyncio.get_running_loop()
-            body = await loop.run_in_executor(self._keeper, self.archive.keep, resp, mimetype)
-        self.batch.keep(body)
-        return body
 
     # -- commits --------------------------------------------------------------------------
 

@@ -518,6 +518,7 @@ class WarcWriter:
         payload_digest: str | None = None,
         outlinks: Sequence[str] = (),
         stored: bool = False,
+        block_digest: str | None = None,
     ) -> PreparedExchange:
         """The records of `write_exchange`, built and compressed but not written: the
         expensive part, which touches no file, so any thread may do it ahead of `append`.
@@ -525,7 +526,9 @@ class WarcWriter:
         ``stored``: the payload is compressed already (a PDF's streams, an image, a zip),
         so its record is a gzip member of stored blocks (deflate level 0): still a gzip
         member any reader reads, at a third of igzip's CPU and a thirtieth of zlib level
-        1's on such bytes, and no larger than compressing them would make it."""
+        1's on such bytes, and no larger than compressing them would make it.
+        ``block_digest``: the response record's WARC-Block-Digest (of ``response_head``
+        and ``payload``), when the caller hashed them already (on another thread)."""
         _check_field(url, "url")
         if ip is not None:
             _check_field(ip, "ip")
@@ -587,6 +590,7 @@ class WarcWriter:
                 _HTTP_RESPONSE,
                 response_head + payload,
                 stored=stored,
+                digest=block_digest,
             )
         metadata = b""
         if block:
@@ -831,10 +835,12 @@ class WarcWriter:
         block: bytes,
         *,
         stored: bool = False,
+        digest: str | None = None,
     ) -> bytes:
         """One record as one gzip member (no Content-Type without a ``content_type``);
-        ``stored``: of deflate's stored blocks (level 0), for a block that will not shrink."""
-        block_digest = _digest(block)
+        ``stored``: of deflate's stored blocks (level 0), for a block that will not shrink.
+        ``digest``: the block's, if the caller has it."""
+        block_digest = digest or _digest(block)
         typed = f"Content-Type: {content_type}\r\n" if content_type else ""
         head = (
             f"{WARC_VERSION}\r\nWARC-Type: {rec_type}\r\nWARC-Record-ID: {record_id}\r\n"
