@@ -9,9 +9,10 @@ with `leases`, the turns every worker of the store takes on a host). Every 2xx b
 hashed as soon as it is fetched, on a thread of its own (`Hasher`: SHA-1, SHA-256 and MD5
 of the body and the record's block digest, a quarter of the CPU an ingest takes, most of
 it without the GIL) while the walk reads it, and its WARC records are built
-(`IngestArchive.record`). The engine commits in batches, beside the walks: about every `COMMIT_SECONDS`, or sooner
-once `COMMIT_BYTES` of records wait, the results finished since, their bodies (file_meta,
-the records and the WARC position) and the queue rows they empty go in one transaction.
+(`IngestArchive.record`). The engine commits in batches, beside the walks: about every
+`COMMIT_SECONDS`, or sooner once `COMMIT_BYTES` of records wait, the results finished
+since, their bodies (file_meta, the records and the WARC position) and the queue rows
+they empty go in one transaction.
 
 A transient failure (timeout, reset, 5xx, a host that asks for more than an hour) is
 tried again after a backoff (`backoff_delay`, the server's Retry-After honoured), up to
@@ -38,6 +39,7 @@ import logging
 import time
 from collections import Counter, deque
 from dataclasses import dataclass
+from typing import Any
 
 from ..clock import Clock
 from ..errors import Deferred, HostBusy, TransientError
@@ -49,13 +51,14 @@ from ..fetch import (
     FetchError,
     FetchTimeout,
     InvalidRequestURL,
+    Response,
     TooLarge,
 )
 from ..fetch.leases import StickyLeases
 from ..fetch.polite import PoliteFetcher, RobotsDisallowed
 from ..jobs.retry import backoff_delay
 from ..store.aio import AsyncStore
-from .archive import Hasher, IngestArchive
+from .archive import Digests, Hasher, IngestArchive, Kept
 from .ledger import PAGE, Batch, Entry, commit, entries
 from .walk import DEFAULT_BLOCKLIST, MAX_HOPS, Answer, Blocklist, Fetch, Verdict, Walk
 
@@ -63,7 +66,10 @@ __all__ = ["COMMIT_SECONDS", "IngestEngine", "IngestSettings", "ShardSummary"]
 
 log = logging.getLogger("thresher.ingest")
 
-COMMIT_SECONDS = 0.25
+# A body fetched, its sniffed type, and its digests to come (`Hasher`).
+Hashing = tuple[Response, str | None, "asyncio.Future[Digests]"]
+
+COMMIT_SECONDS = 0.1
 """Longest a finished URL waits for its commit (what a `kill -9` makes walk again)."""
 COMMIT_BYTES = 8 << 20
 """Records waiting for a commit past which it is made at once (the memory they hold)."""
@@ -165,6 +171,8 @@ class IngestEngine:
         self._exhausted = False  # every row of the shard has been read
         self._loading: asyncio.Task[None] | None = None
         self._walks: set[asyncio.Task[None]] = set()
+        # Walks whose bodies are still being hashed, to be recorded in the batch then.
+        self._finishing: set[asyncio.Task[None]] = set()
         self._committing: asyncio.Task[None] | None = None
         self._last_commit = 0.0
         self._wake = asyncio.Event()
@@ -211,11 +219,21 @@ class IngestEngine:
             ):
                 self._loading = asyncio.ensure_future(self._load())
             # Records waiting for a commit hold memory: past twice the threshold, wait.
-            while len(self._walks) < limit and self._ready and self.batch.nbytes < 2 * COMMIT_BYTES:
+            while (
+                len(self._walks) < limit
+                and self._ready
+                and self.batch.nbytes < 2 * COMMIT_BYTES
+                and len(self._finishing) < 2 * limit
+            ):
                 self._start(self._ready.popleft(), now)
             if self._committing is None and self._commit_due():
                 self._committing = asyncio.ensure_future(self._commit_in_background())
-            if not self._walks and not self._waiting and self._loading is None:
+            if (
+                not self._walks
+                and not self._finishing
+                and not self._waiting
+                and self._loading is None
+            ):
                 if self._exhausted and not self._later:
                     return
                 if self._exhausted and self._later[0][0] - now > HAND_BACK_SECONDS:
@@ -334,7 +352,10 @@ class IngestEngine:
         walk = Walk(
             entry.ingest_type, entry.base_url, max_hops=s.max_hops, blocklist=self.blocklist
         )
-        terminal: tuple[str, str] | None = None  # (url, sha1) of the last 2xx body
+        # The 2xx bodies fetched, each hashed on the Hasher's thread meanwhile, and which
+        # of them the last answer's, if it was one: the walk goes on without waiting.
+        bodies: list[Hashing] = []
+        terminal: int | None = None
         retry_after: float | None = None
         step = walk.start()
         while isinstance(step, Fetch):
@@ -344,6 +365,7 @@ class IngestEngine:
             except HostBusy as busy:
                 # Not a result: the URL waits for its host's turn, no attempt counted.
                 self._defer(entry, busy.until)
+                self._finish(bodies, None, None, entry)
                 return
             except (FetchError, RobotsDisallowed, TransientError) as exc:
                 status = next((name for kind, name in ERRORS if isinstance(exc, kind)), "bad-url")
@@ -362,14 +384,13 @@ class IngestEngine:
             answer = Answer(url, resp.status, resp.location, resp.content, content_type)
             terminal = None
             if 200 <= resp.status < 300 and resp.content:
-                # A body: hashed on the archive's thread (hashlib lets go of the GIL: it
-                # runs beside the loop) while the walk reads it here.
+                # Hashed on the Hasher's thread (hashlib lets go of the GIL) while the
+                # walk reads the body here and goes on.
                 assert self._hasher is not None
                 hashed = self._hasher.digest(resp)
                 step = walk.on_answer(answer)
-                body = self.archive.record(resp, walk.sniffed, await hashed)
-                self.batch.keep(body)
-                terminal = (url, body.sha1)
+                terminal = len(bodies)
+                bodies.append((resp, walk.sniffed, hashed))
             else:
                 step = walk.on_answer(answer)
         verdict: Verdict = step
@@ -387,24 +408,71 @@ class IngestEngine:
                 delay,
             )
             self._defer(entry, until)
+            self._finish(bodies, None, None, entry)
             return
-        sha1 = terminal[1] if terminal is not None and terminal[0] == verdict.terminal_url else None
-        self.batch.results.append(
-            [
-                entry.ingest_type,
-                entry.base_url,
-                1 if verdict.hit else 0,
-                verdict.status,
-                verdict.terminal_url,
-                verdict.terminal_status,
-                sha1,
-                json.dumps(walk.hops, ensure_ascii=False),
-                (verdict.error or None) and str(verdict.error)[:2000],
-                self.clock.now(),
-            ]
-        )
+        if terminal is not None and bodies[terminal][0].url != verdict.terminal_url:
+            terminal = None
+        result = [
+            entry.ingest_type,
+            entry.base_url,
+            1 if verdict.hit else 0,
+            verdict.status,
+            verdict.terminal_url,
+            verdict.terminal_status,
+            None,  # the terminal body's SHA-1, once hashed
+            json.dumps(walk.hops, ensure_ascii=False),
+            (verdict.error or None) and str(verdict.error)[:2000],
+            self.clock.now(),
+        ]
+        self._finish(bodies, result, terminal, entry)
+
+    def _finish(
+        self,
+        bodies: list[Hashing],
+        result: list[Any] | None,
+        terminal: int | None,
+        entry: Entry,
+    ) -> None:
+        """Put the walk's bodies and its result (None: no result this time) in the batch
+        once the bodies are hashed: beside the next walk of the host, which need not wait
+        for that. Both go in the same batch, the result after its bodies."""
+        if not bodies:
+            self._record([], result, terminal, entry)
+            return
+        task = asyncio.ensure_future(self._finish_hashed(bodies, result, terminal, entry))
+        self._finishing.add(task)
+        task.add_done_callback(self._finished)
+
+    async def _finish_hashed(
+        self,
+        bodies: list[Hashing],
+        result: list[Any] | None,
+        terminal: int | None,
+        entry: Entry,
+    ) -> None:
+        kept = []
+        for resp, mimetype, hashed in bodies:
+            kept.append(self.archive.record(resp, mimetype, await hashed))
+        self._record(kept, result, terminal, entry)
+
+    def _record(
+        self, kept: list[Kept], result: list[Any] | None, terminal: int | None, entry: Entry
+    ) -> None:
+        for body in kept:
+            self.batch.keep(body)
+        if result is None:
+            return
+        if terminal is not None:
+            result[6] = kept[terminal].sha1
+        self.batch.results.append(result)
         self.batch.done.append((entry.turn, entry.host_no))
-        self.statuses[verdict.status] += 1
+        self.statuses[result[3]] += 1
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+        self._wake.set()
 
     # -- commits --------------------------------------------------------------------------
 
@@ -457,6 +525,8 @@ class IngestEngine:
         for task in list(self._walks):
             task.cancel()
         await asyncio.gather(*self._walks, return_exceptions=True)
+        # Walks already over wait only for their bodies' digests: they are kept.
+        await asyncio.gather(*self._finishing, return_exceptions=True)
         for pending in (self._committing, self._loading):
             if pending is not None:
                 await asyncio.gather(asyncio.shield(pending), return_exceptions=True)

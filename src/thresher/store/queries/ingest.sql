@@ -127,3 +127,8 @@ WITH r AS MATERIALIZED (
 )
 UPDATE file_meta SET warc_file = r.warc_file, warc_offset = r.warc_offset
 FROM r WHERE file_meta.sha1 = r.sha1
+
+-- name: ingest_run_progress
+-- URLs of a run in its queue, and what its root job queued (its result, once done).
+SELECT (SELECT count(*) FROM ingest_queue WHERE run_id = :run) AS queued,
+       (SELECT result FROM jobs WHERE source_run_id = :run AND kind = 'ingest.run') AS root
