@@ -4,11 +4,15 @@ import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
+import chromium
+from cli_proc import Home
 from pg import PgServer, find_pg_bin
+from serve_harvest import Filled, Served, fill, start_serve, stop_serve
 from thresher.store import Store, open_store
 from wayback import pywb_bin  # noqa: F401  (a fixture for the replay tests)
 
@@ -60,3 +64,32 @@ def store(store_url: str) -> Iterator[Store]:
         yield s
     finally:
         s.close()
+
+
+# --- thresher serve (tests/serve): one store filled by real harvests and one server over
+# it for the session, one browser session per module.
+
+
+@pytest.fixture(scope="session")
+def filled(tmp_path_factory: pytest.TempPathFactory) -> Filled:
+    """A SQLite home filled by `thresher demo`, a hostile list, a crawl and an ingest."""
+    return fill(Home(tmp_path_factory.mktemp("served-home")))
+
+
+@pytest.fixture(scope="session")
+def served(filled: Filled) -> Iterator[Served]:
+    proc, url = start_serve(filled.home)
+    try:
+        yield Served(url, proc, filled)
+    finally:
+        stop_serve(proc)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium from Debian's packages (skipped, saying why, without it)."""
+    reason = chromium.missing()
+    if reason:
+        pytest.skip(reason)
+    with chromium.chromium() as driver:
+        yield driver

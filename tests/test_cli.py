@@ -160,3 +160,33 @@ def test_config_shows_settings_and_precedence(tmp_path: Path) -> None:
 def test_main_returns_exit_codes_in_process(tmp_path: Path) -> None:
     assert main(["--home", str(tmp_path), "source", "show", "x"]) == 2
     assert main(["--home", str(tmp_path), "source", "list"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["search", "word", "--limit", str(2**63)], "--limit"),
+        (["search", "word", "--limit", "10001"], "--limit"),
+        (["run", "--workers", "1000000"], "--workers"),
+        (["run", "--grace", "nan"], "--grace"),
+        (["worker", "--concurrency", "5000"], "--concurrency"),
+        (["crawl", "http://example.org/", "--concurrency", "100000"], "--concurrency"),
+        (["crawl", "http://example.org/", "--max-pages", str(2**63)], "--max-pages"),
+        (["crawl", "http://example.org/", "--max-depth", "100000"], "--max-depth"),
+        (["crawl", "http://example.org/", "--delay", "nan"], "--delay"),
+        (["crawl", "http://example.org/", "--delay", "inf"], "--delay"),
+        (["crawl", "http://example.org/", "--shards", "1000"], "--shards"),
+        (["ingest", "run", "--workers", "1000000"], "--workers"),
+        (["ingest", "run", "--limit", str(2**63)], "--limit"),
+        (["ingest", "run", "--max-bytes", str(2**40)], "--max-bytes"),
+        (["ingest", "run", "--max-hops", "1000"], "--max-hops"),
+        (["demo", "--port", "70000"], "--port"),
+    ],
+)
+def test_numbers_out_of_range_are_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], option: str
+) -> None:
+    assert main(["--home", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert "Invalid value for '" in err and f"{option}'" in err and "Traceback" not in err
+    assert not (tmp_path / "thresher.db").exists()  # refused before anything ran

@@ -40,7 +40,13 @@ def test_config_is_frozen() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("workers = 0\n", "workers must be at least 1"),
+        ("workers = 0\n", "workers must be from 1 to 1024"),
+        ("workers = 1000000\n", "workers must be from 1 to 1024"),
+        ("http_timeout = nan\n", "http_timeout must be a finite number"),
+        ("grace_seconds = inf\n", "grace_seconds must be a finite number"),
+        ("grace_seconds = 1e9\n", "grace_seconds must be from 0 to 86400"),
+        ("db = 'mysql://a:S3cr3t@h/d'\n", "not 'mysql://a:\\*\\*\\*@h/d'"),
+        ("db = 'host=h password=S3cr3t'\n", "not 'host=h password=\\*\\*\\*'"),
         ("colour = 'red'\n", "unknown setting 'colour'"),
         ("home = '/x'\n", "unknown setting 'home'"),
         ("workers = 1.5\n", "not a valid value"),

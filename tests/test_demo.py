@@ -32,7 +32,13 @@ def rows(stdout: str) -> dict[str, list[str]]:
 def test_demo_harvests_five_kinds_then_downloads_no_month_body(tmp_path: Path) -> None:
     home = Home(tmp_path)
     port = str(free_port())
-    first = rows(home.run("demo", "--port", port).stdout)
+    out = home.run("demo", "--port", port).stdout
+    first = rows(out)
+    # It ends by saying how to browse what it harvested, as the README shows.
+    from thresher.cli.demo import SERVE_HINT
+
+    assert out.splitlines()[-1] == SERVE_HINT
+    assert SERVE_HINT in (Path(__file__).parents[1] / "README.md").read_text()
     assert set(first) == {f"demo-{k}" for k in KINDS}
     messages = {cells[1] for cells in first.values()}
     assert len(messages) == 1 and int(messages.pop()) > 400  # every kind stored every message

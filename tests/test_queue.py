@@ -173,6 +173,22 @@ def test_expired_lease_returns_job_with_one_more_attempt(store: Store) -> None:
         queue.complete(tx, job, "dead", Outcome(result=1), LEASE + 2, MAX)
 
 
+def test_a_checkpoint_is_refused_once_the_lease_is_lost(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+    job = claim(store, "w1", run, 0)
+    assert job is not None
+    with store.transaction() as tx:
+        queue.hold(tx, job, "w1")  # held: the checkpoint may commit
+        with pytest.raises(LeaseLost):
+            queue.hold(tx, job, "w2")
+    with store.transaction() as tx:
+        queue.expire_leases(tx, LEASE + 1)
+    with pytest.raises(LeaseLost), store.transaction() as tx:
+        queue.hold(tx, job, "w1")
+
+
 def test_heartbeat_renewal_keeps_the_lease(store: Store) -> None:
     run = new_run(store)
     with store.transaction() as tx:

@@ -406,3 +406,77 @@ def test_upgrade_to_run_shortfall(store_url: str) -> None:
             assert tx.one("run_shortfall", id=1) == {"shortfall": 4}
     finally:
         upgraded.close()
+
+
+def test_upgrade_to_crawl_error_index(store_url: str) -> None:
+    """Migration 16: a partial index on a crawl's errors, for the summary's reasons; the
+    URLs crawled before it are found through it."""
+    url = (
+        "INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run,"
+        " fetched_run, state, status, error) VALUES ('c', {}, 'http://h/{}', 'h', 0, {}, 1,"
+        " 1, '{}', {}, {})"
+    )
+    old_store(
+        store_url,
+        15,
+        url.format(1, 1, 1, "error", 404, "'HTTP 404'"),
+        url.format(2, 2, 2, "done", 200, "NULL"),
+        url.format(3, 3, 3, "error", "NULL", "'timeout: GET http://h/3: …'"),
+    )
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend)) >= 16
+        with upgraded.transaction(write=False) as tx:
+            errors = tx.all("crawl_run_errors", source="c", run=1)
+        assert sorted((r["status"], r["error"]) for r in errors if r["status"]) == [
+            (404, "HTTP 404")
+        ]
+        assert len(errors) == 2
+    finally:
+        upgraded.close()
+    if store_url.startswith("sqlite"):
+        conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))
+        found = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'crawl_urls_errors'"
+        ).fetchall()
+        conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(store_url) as pg:
+            found = pg.execute(
+                "SELECT indexname FROM pg_indexes WHERE indexname = 'crawl_urls_errors'"
+            ).fetchall()
+    assert len(found) == 1
+
+
+def test_upgrade_to_requisites_and_sitemaps(store_url: str) -> None:
+    """Migration 18: URLs known before it were all links (hop 0), with no lastmod; a URL
+    waiting in a shard's inbox is a link too; a run's requisites and sitemaps start at 0."""
+    old_store(
+        store_url,
+        17,
+        "INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run, etag)"
+        " VALUES ('web', 7, 'http://h/a?z=1&a=2', 'h', 1, 1, 1, '\"e\"')",
+        "INSERT INTO crawl_runs (run_id, source, pages, started, updated)"
+        " VALUES (1, 'web', 3, 0, 0)",
+        "INSERT INTO crawl_inbox (run_id, shard, hash, url, depth)"
+        " VALUES (1, 0, 8, 'http://h/b', 2)",
+    )
+    upgraded = open_store(store_url)
+    try:
+        assert upgraded.schema_version() == len(migrations(upgraded.backend)) >= 18
+        with upgraded.transaction() as tx:
+            [row] = tx.all("crawl_pending", source="web", run=2)
+            assert (row["url"], row["hop"], row["etag"]) == ("http://h/a?z=1&a=2", 0, '"e"')
+            [state] = tx.all("crawl_url_states", source="web")
+            assert (state["hop"], state["lastmod"]) == (0, None)
+            tx.execute("set_crawl_lastmods", source="web", rows='[[7, "2024-05-12"]]')
+            assert tx.all("crawl_url_states", source="web")[0]["lastmod"] == "2024-05-12"
+            run = tx.one("get_crawl_run", run=1)
+            assert run is not None
+            assert (run["pages"], run["requisites"], run["sitemaps"]) == (3, 0, 0)
+            [sent] = tx.all("drain_crawl_inbox", run=1, shard=0)
+            assert (sent["url"], sent["depth"], sent["hop"]) == ("http://h/b", 2, 0)
+    finally:
+        upgraded.close()

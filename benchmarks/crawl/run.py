@@ -4,11 +4,22 @@ Builds a deterministic site on loopback (by default 20 000 HTML pages of 10-20 K
 10-30 links each, spread over 20 host names 127.0.0.1 … 127.0.0.20), serves it with a
 private nginx, then crawls it with each crawler in turn from the same seeds (every host's
 root page), with no politeness delay and the same concurrency, and prints pages/s, CPU
-seconds, peak RSS and pages fetched, and how Thresher compares.
+seconds, peak RSS and pages fetched, and how Thresher compares. That site has no page
+requisites: Thresher crawls it with --no-requisites (and --no-sitemaps), as wget2
+without --page-requisites.
+
+With --site requisites the pages also embed what real pages do: per host a stylesheet
+(that imports another and loads a font and images), a script, a favicon and a logo; a
+"CDN" host outside the crawl's scope (127.0.0.21) with a library script and a
+stylesheet of icons; and an image of its own on every page (with a 2x srcset candidate
+on every fourth). Thresher crawls it with its requisites on, wget2 with
+--page-requisites; Scrapy, which fetches no requisites, is left out by default. pages/s
+counts the HTML pages; the requisites fetched are shown beside them.
 
     python3 benchmarks/crawl/run.py                       # 20000 pages, concurrency 32
     python3 benchmarks/crawl/run.py --pages 2000          # a quick run
     python3 benchmarks/crawl/run.py --only scrapy,wget2 --concurrency 16
+    python3 benchmarks/crawl/run.py --site requisites --pages 5000
 
 Needs nginx and wget2 (Debian packages `nginx`, `wget2`). Scrapy is installed from PyPI
 into a venv of its own (benchmarks/crawl/.venv-peers) on first use; it is never a
@@ -61,6 +72,7 @@ PEERS_VENV = HERE / ".venv-peers"
 SCRAPY_REQUIREMENT = "scrapy>=2.11,<3"
 SPIDER_TEMPLATE = HERE / "scrapy_spider.py.in"
 RESULTS = HERE / "results.json"
+RESULTS_REQUISITES = HERE / "results-requisites.json"
 CRAWLERS = ("thresher", "thresher-1shard", "scrapy", "wget2")
 HOSTS = 20
 SEED = 20261130  # of the site's random generator: the same site on every run
@@ -79,6 +91,7 @@ class Site:
     port: int
     pages: int
     hosts: int = HOSTS
+    requisites: bool = False  # pages embed stylesheets, scripts, images (see the docstring)
 
     def host(self, i: int) -> str:
         return f"127.0.0.{i % self.hosts + 1}"
@@ -96,8 +109,36 @@ class Site:
     def seeds(self) -> list[str]:
         return [self.url(i) for i in range(self.hosts)]
 
-    def all_urls(self) -> set[str]:
+    @property
+    def cdn(self) -> str:
+        """The address of the host of shared assets (outside the crawl's scope)."""
+        return f"127.0.0.{self.hosts + 1}"
+
+    def addresses(self) -> list[str]:
+        return [f"127.0.0.{h}" for h in range(1, self.hosts + 1 + self.requisites)]
+
+    def page_urls(self) -> set[str]:
         return {self.url(i) for i in range(self.pages)}
+
+    def asset_urls(self) -> set[str]:
+        """The requisites of the pages (none unless `requisites`)."""
+        if not self.requisites:
+            return set()
+        urls = {
+            f"http://{self.host(h)}:{self.port}{path}"
+            for h in range(self.hosts)
+            for path in HOST_ASSETS
+        }
+        urls |= {f"http://{self.cdn}:{self.port}{path}" for path in CDN_ASSETS}
+        for i in range(self.pages):
+            base = f"http://{self.host(i)}:{self.port}"
+            urls.add(f"{base}/img/p{i}.png")
+            if i % 4 == 0:
+                urls.add(f"{base}/img/p{i}@2x.png")
+        return urls
+
+    def all_urls(self) -> set[str]:
+        return self.page_urls() | self.asset_urls()
 
 
 _SYLLABLES = (
@@ -110,8 +151,39 @@ def _word(rng: random.Random) -> str:
     return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 4)))
 
 
-def build_site(docroot: Path, port: int, pages: int, hosts: int = HOSTS) -> tuple[Site, int]:
-    """Write the site's files; (the site, total bytes of HTML).
+# Each host's shared requisites, and the CDN's (paths -> contents, {cdn} filled in).
+HOST_ASSETS: dict[str, str | None] = {
+    "/static/site.css": (
+        '@import "theme.css";\nbody { background: #fdfdf8 url(/img/bg.png) repeat-x; }\n'
+        "@font-face { font-family: Body; src: url(/static/body.woff2) format('woff2'); }\n"
+        "main { font: 16px/1.5 Body, serif; max-width: 48em; margin: auto; }\n"
+    ),
+    "/static/theme.css": "h1 { background: url(../img/rule.png) bottom repeat-x; }\n",
+    "/static/app.js": "document.documentElement.classList.add('js');\n",
+    "/favicon.ico": None,
+    "/img/logo.svg": '<svg xmlns="http://www.w3.org/2000/svg" width="8" height="8"/>',
+    "/img/bg.png": None,
+    "/img/rule.png": None,
+    "/static/body.woff2": None,
+}
+CDN_ASSETS: dict[str, str | None] = {
+    "/lib/lib.js": "window.lib = {};\n",
+    "/lib/icons.css": ".icon { background: url(icons.svg) no-repeat; }\n",
+    "/lib/icons.svg": '<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16"/>',
+}
+
+
+def _write_asset(path: Path, content: str | None, rng: random.Random, size: int) -> int:
+    data = content.encode() if content is not None else b"\x89PNG\r\n\x1a\n" + rng.randbytes(size)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return len(data)
+
+
+def build_site(
+    docroot: Path, port: int, pages: int, hosts: int = HOSTS, requisites: bool = False
+) -> tuple[Site, int]:
+    """Write the site's files; (the site, total bytes of HTML and requisites).
 
     Deterministic for a given (pages, hosts, port). Every page is reachable from the seeds:
     page i links to page i+1, and to 9-29 others picked at random (40 % on its own host,
@@ -121,7 +193,7 @@ def build_site(docroot: Path, port: int, pages: int, hosts: int = HOSTS) -> tupl
     """
     if pages < hosts:
         raise BenchError(f"--pages must be at least {hosts} (one root page per host)")
-    site = Site(docroot, port, pages, hosts)
+    site = Site(docroot, port, pages, hosts, requisites)
     rng = random.Random(SEED)
     vocabulary = [_word(rng) for _ in range(4000)]
     paragraphs = [
@@ -132,6 +204,20 @@ def build_site(docroot: Path, port: int, pages: int, hosts: int = HOSTS) -> tupl
         (docroot / site.host(h) / "p").mkdir(parents=True, exist_ok=True)
         (docroot / site.host(h) / "robots.txt").write_text("User-agent: *\nAllow: /\n")
     total = 0
+    if requisites:
+        assets = random.Random(SEED + 1)
+        (docroot / site.cdn).mkdir(parents=True, exist_ok=True)
+        (docroot / site.cdn / "robots.txt").write_text("User-agent: *\nAllow: /\n")
+        for path, content in CDN_ASSETS.items():
+            total += _write_asset(docroot / site.cdn / path[1:], content, assets, 0)
+        for h in range(hosts):
+            for path, content in HOST_ASSETS.items():
+                total += _write_asset(docroot / site.host(h) / path[1:], content, assets, 3000)
+        for i in range(pages):
+            img = docroot / site.host(i) / "img"
+            total += _write_asset(img / f"p{i}.png", None, assets, 2000)
+            if i % 4 == 0:
+                total += _write_asset(img / f"p{i}@2x.png", None, assets, 6000)
     for i in range(pages):
         html = _page(site, i, rng, vocabulary, paragraphs)
         data = html.encode()
@@ -159,17 +245,35 @@ def _page(
         text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 4)))
         links.append(f'<a href="{href}">{text}</a>')
     title = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(3, 7))).capitalize()
+    embeds, logo, figure = "", "", ""
+    if site.requisites:
+        cdn = f"http://{site.cdn}:{site.port}"
+        embeds = (
+            '<link rel="stylesheet" href="/static/site.css">\n'
+            f'<link rel="stylesheet" href="{cdn}/lib/icons.css">\n'
+            '<link rel="icon" href="/favicon.ico">\n'
+            f'<script src="{cdn}/lib/lib.js"></script>\n'
+            '<script src="/static/app.js" defer></script>\n'
+        )
+        srcset = f' srcset="/img/p{i}@2x.png 2x"' if i % 4 == 0 else ""
+        logo = '<img src="/img/logo.svg" alt="" class="logo">'
+        figure = f'<figure><img src="/img/p{i}.png"{srcset} alt="figure {i}"></figure>\n'
     head = (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>{title} — page {i}</title>\n"
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"</head>\n<body>\n<header><nav>{' | '.join(links[:3])}</nav></header>\n"
-        f"<main>\n<h1>{title}</h1>\n"
+        f"{embeds}</head>\n<body>\n<header>{logo}<nav>{' | '.join(links[:3])}</nav></header>\n"
+        f"<main>\n<h1>{title}</h1>\n{figure}"
     )
-    foot = (
-        '</main>\n<footer><p>Elsewhere: <a href="http://www.example.org/elsewhere.html">'
-        f"example</a>. Page {i} of {pages}.</p></footer>\n</body>\n</html>\n"
+    # The requisites site has no link out of it: with --page-requisites, wget2 1.99 asks
+    # the hosts of links it will not follow for robots.txt, retrying for minutes where
+    # there is no answer (this machine has no DNS, nothing listens elsewhere).
+    elsewhere = (
+        ""
+        if site.requisites
+        else 'Elsewhere: <a href="http://www.example.org/elsewhere.html">example</a>. '
     )
+    foot = f"</main>\n<footer><p>{elsewhere}Page {i} of {pages}.</p></footer>\n</body>\n</html>\n"
     target = rng.randint(10_000, 20_000)
     rest = links[3:]
     body: list[str] = []
@@ -202,11 +306,12 @@ def nginx(site: Site, work: Path) -> Iterator[Nginx]:
     for path in (work, site.docroot):
         path.chmod(0o755)
     status_port = free_port()
-    listens = "".join(
-        f"        listen 127.0.0.{h}:{site.port};\n" for h in range(1, site.hosts + 1)
-    )
+    listens = "".join(f"        listen {address}:{site.port};\n" for address in site.addresses())
     http = f"""    access_log off;
-    types {{ text/html html; text/plain txt; }}
+    types {{
+        text/html html; text/plain txt; text/css css; text/javascript js; image/png png;
+        image/svg+xml svg; image/x-icon ico; font/woff2 woff2;
+    }}
     default_type application/octet-stream;
     charset utf-8;
     sendfile on;
@@ -225,8 +330,8 @@ def nginx(site: Site, work: Path) -> Iterator[Nginx]:
 
     def ready() -> None:
         served(status_port)
-        for h in range(1, site.hosts + 1):
-            socket.create_connection((f"127.0.0.{h}", site.port), timeout=1).close()
+        for address in site.addresses():
+            socket.create_connection((address, site.port), timeout=1).close()
 
     with nginx_process(work / "nginx", http, ready, connections=4096) as (proc, binary):
         yield Nginx(proc, status_port, binary)
@@ -325,6 +430,7 @@ class Row:
     extra: list[str] = field(default_factory=list)  # fetched URLs that are not site pages
     notes: list[str] = field(default_factory=list)
     urls_compared: bool = False  # whether the fetched URLs were checked, not just counted
+    requisites: int = 0  # the site's page requisites fetched (--site requisites)
 
     @property
     def rate(self) -> float:
@@ -407,6 +513,12 @@ class Thresher(Crawler):
             cmd.append("--no-progress")
         if "--shards" in self.help:
             cmd += ["--shards", str(self.shards)]
+        if "--no-requisites" in self.help:
+            # On for the site with requisites; the site without has none, and asking for
+            # them would only cost the parse of elements that are not there.
+            cmd.append("--requisites" if crawl.site.requisites else "--no-requisites")
+        if "--no-sitemaps" in self.help:
+            cmd.append("--no-sitemaps")  # the site has none: no /sitemap.xml 404s to count
         return cmd + self.extra_args, child_env()
 
     def fetched(self, crawl: Crawl, log: Path) -> Fetched:
@@ -427,7 +539,8 @@ class Thresher(Crawler):
 
 
 def warc_urls(home: Path) -> set[str] | None:
-    """Target URIs of the status-200 response records of every WARC file under `home`."""
+    """Target URIs of the status-200 response (and revisit) records of every WARC file
+    under `home`."""
     files = sorted(p for p in home.rglob("*.warc*") if p.is_file())
     if not files:
         return None
@@ -447,7 +560,9 @@ def warc_urls(home: Path) -> set[str] | None:
                     headers[name.strip().lower()] = value.strip()
                 length = int(headers.get(b"content-length", b"0"))
                 block = f.read(length)
-                if headers.get(b"warc-type") == b"response":
+                # A revisit is a capture too: its payload equals an earlier record's (the
+                # same logo on every host of the requisites site).
+                if headers.get(b"warc-type") in (b"response", b"revisit"):
                     status = block.split(b"\r\n", 1)[0].split()
                     uri = headers.get(b"warc-target-uri", b"").strip(b"<>").decode()
                     if len(status) > 1 and status[1] == b"200" and not uri.endswith("/robots.txt"):
@@ -535,11 +650,18 @@ class Wget2(Crawler):
 
     def command(self, crawl: Crawl) -> tuple[list[str], dict[str, str] | None]:
         hosts = ",".join(sorted({crawl.site.host(h) for h in range(crawl.site.hosts)}))
+        extra = ["--no-parent"]
+        if crawl.site.requisites:
+            # wget2 keeps requisites to --domains too: the CDN is named (it has no page to
+            # crawl). --no-parent goes: wget2 1.99 applies it to requisites of a host
+            # without a seed ("parent ascending not allowed"), and the seeds are roots.
+            hosts += f",{crawl.site.cdn}"
+            extra = ["--page-requisites"]
         cmd = [
             "wget2", "--recursive", "--level=inf", "--span-hosts", f"--domains={hosts}",
-            "--no-parent", "--robots=on", f"--max-threads={crawl.concurrency}",
+            "--robots=on", f"--max-threads={crawl.concurrency}",
             "--no-verbose", f"--user-agent={USER_AGENT}", "-P", str(crawl.out / "files"),
-            *crawl.site.seeds,
+            *extra, *crawl.site.seeds,
         ]  # fmt: skip
         return cmd, None
 
@@ -593,9 +715,11 @@ def run_crawler(
         want = site.all_urls()
         row.missing = sorted(want - got.urls)
         row.extra = sorted(got.urls - want)
-        row.pages = len(want & got.urls)  # each page once, however often it was fetched
+        # Each page once, however often it was fetched; requisites apart.
+        row.pages = len(site.page_urls() & got.urls)
+        row.requisites = len(site.asset_urls() & got.urls)
         row.urls_compared = True
-        if got.pages != len(got.urls):
+        if got.pages != row.pages:
             row.notes.append(f"it counts {got.pages} pages fetched, {len(got.urls)} distinct URLs")
     return row
 
@@ -607,16 +731,19 @@ def _mib(kib: int) -> str:
     return f"{kib / 1024:.0f}"
 
 
-def table(rows: Sequence[Row], pages: int) -> str:
+def table(rows: Sequence[Row], pages: int, requisites: int = 0) -> str:
+    """The results; with `requisites` (the site's count of them), a column for those."""
+    extra = " requisites fetched |" if requisites else ""
     lines = [
-        "| crawler | pages fetched | requests | seconds | pages/s | CPU s (user+sys)"
+        f"| crawler | pages fetched |{extra} requests | seconds | pages/s | CPU s (user+sys)"
         " | CPU ms/page | peak RSS MiB | processes | nginx CPU s |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "|---|--:|" + ("--:|" if requisites else "") + "--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         u = r.usage
+        got = f" {r.requisites} of {requisites} |" if requisites else ""
         lines.append(
-            f"| {r.crawler} | {r.pages} of {pages} | {r.requests}"
+            f"| {r.crawler} | {r.pages} of {pages} |{got} {r.requests}"
             f" | {u.seconds:.1f} | {r.rate:.0f} | {u.cpu:.1f} ({u.cpu_user:.1f}+{u.cpu_system:.1f})"
             f" | {1000 * u.cpu / max(1, r.pages):.2f} | {_mib(u.peak_rss_kib)}"
             f" | {u.processes} | {r.server_cpu:.1f} |"
@@ -629,7 +756,8 @@ def table(rows: Sequence[Row], pages: int) -> str:
             if other is None:
                 continue
             lines.append(
-                f"| **Thresher / {peer}** | | | {ours.usage.seconds / other.usage.seconds:.2f}"
+                f"| **Thresher / {peer}** | |{' |' if requisites else ''}"
+                f" | {ours.usage.seconds / other.usage.seconds:.2f}"
                 f" | **{ours.rate / other.rate:.2f}** | {ours.usage.cpu / other.usage.cpu:.2f} |"
                 f" | **{ours.usage.peak_rss_kib / other.usage.peak_rss_kib:.2f}** | | |"
             )
@@ -678,7 +806,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--concurrency", type=int, default=32, help="requests in flight, every crawler (32)"
     )
     parser.add_argument(
-        "--only", default=",".join(CRAWLERS), help="crawlers to run, in order (all three)"
+        "--site",
+        choices=("pages", "requisites"),
+        default="pages",
+        help="pages: HTML pages only; requisites: pages that embed images, stylesheets and"
+        " scripts, some on a host outside the scope (pages)",
+    )
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="crawlers to run, in order (all; thresher,wget2 for --site requisites)",
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per crawler (1800)")
     parser.add_argument(
@@ -692,9 +829,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--thresher-args", default="", help="more arguments for 'thresher crawl' (experiments)"
     )
     parser.add_argument(
-        "--results", type=Path, default=RESULTS, help=f"JSON results file ({RESULTS.name})"
+        "--results",
+        type=Path,
+        default=None,
+        help=f"JSON results file ({RESULTS.name}; {RESULTS_REQUISITES.name} for requisites)",
     )
     opts = parser.parse_args(argv)
+    requisites = opts.site == "requisites"
+    if opts.only is None:
+        opts.only = "thresher,wget2" if requisites else ",".join(CRAWLERS)
+    if opts.results is None:
+        opts.results = RESULTS_REQUISITES if requisites else RESULTS
     Thresher.extra_args = shlex.split(opts.thresher_args)
     names = [n.strip() for n in opts.only.split(",") if n.strip()]
     if not names or any(n not in ALL for n in names):
@@ -719,7 +864,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         # In a child process, so that this one stays small (it forks the crawlers).
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
             site, size = pool.submit(
-                build_site, work / "site", free_port(HOSTS), opts.pages
+                build_site,
+                work / "site",
+                free_port(HOSTS + requisites),
+                opts.pages,
+                HOSTS,
+                requisites,
             ).result()
         print(
             f"site: {site.pages} pages, {size / 2**20:.0f} MiB on {site.hosts} hosts"
@@ -760,10 +910,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 row.notes.append(f"the median of {len(done)} runs: {each} s")
             rows.append(row)
         own_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        assets = len(site.asset_urls())
         now = datetime.datetime.now().astimezone()
         print(
-            f"\nCrawl benchmark, {now:%Y-%m-%d %H:%M %Z}: {site.pages} pages ({size / 2**20:.0f}"
-            f" MiB) on {site.hosts} hosts, concurrency {opts.concurrency}, no delays;"
+            f"\nCrawl benchmark, {now:%Y-%m-%d %H:%M %Z}: {site.pages} pages"
+            + (f" and {assets} requisites (on {site.hosts + 1} hosts)" if assets else "")
+            + f" ({size / 2**20:.0f} MiB) on {site.hosts} hosts, concurrency {opts.concurrency},"
+            " no delays;"
             f" {os.cpu_count()} CPUs, Python {platform.python_version()}, {nginx_version}"
         )
         print(
@@ -773,19 +926,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in rows:
             print(f"  {r.crawler}: {r.version}")
         print()
-        print(table(rows, site.pages))
+        print(table(rows, site.pages, assets))
         print()
         for r in rows:
-            if r.pages != site.pages or r.missing or r.extra:
+            if r.pages != site.pages or r.requisites != assets or r.missing or r.extra:
                 run.status = 1
-                print(f"{r.crawler} did not fetch exactly the site's pages: {r.pages} fetched")
+                print(
+                    f"{r.crawler} did not fetch exactly the site's pages: {r.pages} fetched"
+                    + (f", {r.requisites} of {assets} requisites" if assets else "")
+                )
                 if r.missing:
                     print(f"  {len(r.missing)} missing, e.g. {', '.join(r.missing[:3])}")
                 if r.extra:
                     print(f"  {len(r.extra)} not in the site, e.g. {', '.join(r.extra[:3])}")
             else:
                 how = "its URLs compared" if r.urls_compared else "counted, URLs not listed"
-                print(f"{r.crawler}: fetched exactly the site's {site.pages} pages ({how})")
+                what = f" and {assets} requisites" if assets else ""
+                print(f"{r.crawler}: fetched exactly the site's {site.pages} pages{what} ({how})")
             for note in r.notes:
                 print(f"{r.crawler}: {note}")
         for line in targets(rows, runs):
@@ -796,7 +953,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dumps(
                 {
                     "date": now.isoformat(timespec="seconds"),
+                    "site": opts.site,
                     "pages": site.pages,
+                    "requisites": assets,
                     "site_bytes": size,
                     "hosts": site.hosts,
                     "concurrency": opts.concurrency,

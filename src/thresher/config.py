@@ -8,6 +8,7 @@ are documented here once (the `doc` of each field); `thresher config` prints the
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -16,12 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
+from .redact import redact_text, redact_url
 
-__all__ = ["CONFIG_FILE", "Config", "describe", "load_config"]
+__all__ = ["CONFIG_FILE", "MAX_GRACE_SECONDS", "MAX_WORKERS", "Config", "describe", "load_config"]
 
 CONFIG_FILE = "thresher.toml"
 DEFAULT_HOME = Path("thresher-data")
 DEFAULT_USER_AGENT = "Thresher/0.1 (+https://pypi.org/project/thresher/; web archive harvester)"
+# Far above any sensible use, far below what breaks: a million workers took gigabytes
+# and kept the loop too busy to hear SIGTERM.
+MAX_WORKERS = 1024
+MAX_GRACE_SECONDS = 86_400.0
 
 
 def _opt(default: Any, doc: str) -> Any:
@@ -89,8 +95,12 @@ class Config:
         return self.db or f"sqlite:///{(self.home / 'thresher.db').resolve()}"
 
     def __post_init__(self) -> None:
-        if self.workers < 1:
-            raise ConfigError("workers must be at least 1")
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ConfigError(f"{f.name} must be a finite number, not {value}")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise ConfigError(f"workers must be from 1 to {MAX_WORKERS}, not {self.workers}")
         if self.lease_seconds <= 0:
             raise ConfigError("lease_seconds must be positive")
         if self.max_attempts < 1:
@@ -102,10 +112,10 @@ class Config:
         for name in ("http_timeout", "stall_timeout", "read_timeout"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"{name} must be positive")
-        if self.grace_seconds < 0:
-            raise ConfigError("grace_seconds must not be negative")
+        if not 0 <= self.grace_seconds <= MAX_GRACE_SECONDS:
+            raise ConfigError(f"grace_seconds must be from 0 to {MAX_GRACE_SECONDS:g}")
         if self.db is not None and not self.db.startswith(("postgresql://", "postgres://")):
-            raise ConfigError(f"db must be a postgresql:// URL, not {self.db!r}")
+            raise ConfigError(f"db must be a postgresql:// URL, not {redact_url(self.db)!r}")
 
 
 _FIELDS = {f.name: f for f in dataclasses.fields(Config)}
@@ -130,7 +140,8 @@ def _coerce(name: str, value: Any, origin: str) -> Any:
             return float(value)
         return str(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{origin}: {name} = {value!r} is not a valid value") from None
+        shown = redact_text(repr(value))
+        raise ConfigError(f"{origin}: {name} = {shown} is not a valid value") from None
 
 
 def env_name(name: str) -> str:
@@ -172,5 +183,7 @@ def describe(config: Config) -> list[tuple[str, str, str, str]]:
     """(name, current value, environment variable, documentation) of every setting."""
     rows = []
     for f in dataclasses.fields(Config):
-        rows.append((f.name, str(getattr(config, f.name)), env_name(f.name), f.metadata["doc"]))
+        value = getattr(config, f.name)
+        shown = redact_url(value) if f.name == "db" and value else str(value)
+        rows.append((f.name, shown, env_name(f.name), f.metadata["doc"]))
     return rows

@@ -31,9 +31,17 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import os
 import sys
 
-__all__ = ["GC_THRESHOLD", "MALLOC_TOP_PAD", "MALLOC_TRIM_THRESHOLD", "tune_process", "tuned"]
+__all__ = [
+    "GC_THRESHOLD",
+    "MALLOC_TOP_PAD",
+    "MALLOC_TRIM_THRESHOLD",
+    "private_files",
+    "tune_process",
+    "tuned",
+]
 
 GC_THRESHOLD = (10_000, 10, 10)
 """New container objects before a young-generation pass, and passes of each generation
@@ -62,6 +70,14 @@ def tune_process() -> None:
     gc.set_threshold(*GC_THRESHOLD)
     _tune_malloc()
     _tuned = True
+
+
+def private_files() -> None:
+    """Files this process (and its children) create are its user's alone: 0600, folders
+    0700, or stricter if the umask already is. A harvest holds other people's mail,
+    a store's credentials and whatever a crawl found; a umask of 022 made them all
+    readable by every user of the machine."""
+    os.umask(os.umask(0o077) | 0o077)
 
 
 def tuned() -> bool:

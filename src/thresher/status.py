@@ -7,29 +7,19 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from .clock import iso
 from .sources import list_sources
 from .sources.archives import ARCHIVE_TYPE_NAMES
 from .store import Tx
 
-__all__ = ["collect_status", "iso", "redact"]
+__all__ = ["archive_status", "collect_status", "iso"]
 
 # A worker that has not sent a heartbeat for this many lease periods is shown as lost.
 _LIVE_LEASES = 2
 
 
-def redact(url: str) -> str:
-    """A store URL without its password, fit to print."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _archive_status(tx: Tx, source: str) -> dict[str, Any]:
+def archive_status(tx: Tx, source: str) -> dict[str, Any]:
     """Per month of a mail archive: what the archive counted, what the last harvest
     counted in its file, what is stored, and whether the month is complete."""
     count = tx.one("count_source_messages", source=source)
@@ -80,7 +70,7 @@ def collect_status(
             }
         )
         if src.type in ARCHIVE_TYPE_NAMES:
-            sources[-1]["archive"] = _archive_status(tx, src.name)
+            sources[-1]["archive"] = archive_status(tx, src.name)
     jobs = dict.fromkeys(("pending", "waiting", "leased", "done", "failed"), 0)
     jobs.update({r["state"]: int(r["n"]) for r in tx.all("job_counts")})
     running = [

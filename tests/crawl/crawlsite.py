@@ -178,10 +178,13 @@ class SiteServer:
             h.url for h in self.hits if include_robots or not h.url.endswith("/robots.txt")
         )
 
-    def reachable(self, seeds: list[str]) -> set[str]:
+    def reachable(self, seeds: list[str], *, sitemaps: bool = True) -> set[str]:
         """Every URL a crawler should fetch from `seeds` (following links, redirects and
-        robots.txt), computed from the site's own model."""
+        robots.txt), computed from the site's own model; with `sitemaps`, each seed
+        host's /sitemap.xml too (the pages of the site model list none)."""
         seen, todo = set(seeds), list(seeds)
+        if sitemaps:
+            seen |= {"/".join(seed.split("/", 3)[:3]) + "/sitemap.xml" for seed in seeds}
         while todo:
             url = todo.pop()
             page = self.pages.get(url)

@@ -88,6 +88,11 @@ def crawl(config: Config, seeds: list[str], **options: str) -> Crawl:
     return asyncio.run(main())
 
 
+def pages_asked(site: SiteServer) -> set[str]:
+    """The URLs asked for but robots.txt and sitemaps (which a page limit does not count)."""
+    return {u for u in site.hit_counts() if not u.endswith("/sitemap.xml")}
+
+
 def warc_records(home: Path) -> list[Any]:
     records = []
     for path in sorted((home / "warc" / SOURCE).glob("*.warc.gz")):
@@ -190,6 +195,7 @@ def test_a_second_crawl_costs_a_304_per_page_and_finds_new_ones(
     changed = {
         page_url,
         new_url,
+        f"{site.base(0)}/sitemap.xml",  # 404, as /missing
         f"{site.base(0)}/missing",
         f"{site.base(0)}/redirect",
         f"{site.base(0)}/loop-a",
@@ -210,7 +216,7 @@ def test_max_pages_stops_early_and_leaves_the_rest_queued(
     seeds = build_site(site)
     c = crawl(make_config(store_url, tmp_path), seeds, max_pages="10")
     assert c.report.outcome == "ok"
-    assert len(site.hit_counts()) == 10
+    assert len(pages_asked(site)) == 10  # the seed host's /sitemap.xml besides
     assert c.run["queued"] > 0
     pages = [uri for _, uri, _, _ in warc_records(tmp_path) if not uri.endswith("/robots.txt")]
     # Each fetched URL is archived once, or (a 503 to try again, when the limit came
@@ -229,8 +235,8 @@ def test_a_sharded_crawl_keeps_to_max_pages_in_all(
     assert c.report.outcome == "ok"
     # Each shard fetches its share (4, 3 and 3): redirects and errors count, and so
     # does a 503 to be tried again (the flaky page), whose URL stays queued.
-    assert len(site.hit_counts()) == 10
-    retried = [u for u in site.hit_counts() if c.urls[u]["state"] == "queued"]
+    assert len(pages_asked(site)) == 10
+    retried = [u for u in pages_asked(site) if c.urls[u]["state"] == "queued"]
     assert c.run["pages"] + c.run["errors"] + c.run["redirects"] + len(retried) == 10
     assert c.run["queued"] > 0 and c.result["queued"] == c.run["queued"]
 
@@ -273,6 +279,7 @@ def test_max_depth_and_scope(site: SiteServer, store_url: str, tmp_path: Path) -
     one_hop -= {f"{site.base(0)}/private/secret.html"}
     # A redirect's target is as many hops from the seed as the redirect.
     one_hop |= {f"{site.base(0)}/target.html", f"{site.base(0)}/loop-b"}
+    one_hop |= {f"{site.base(0)}/sitemap.xml"}  # asked for whatever the depth (a 404)
     assert set(site.hit_counts()) == {seeds[0]} | one_hop
 
 
@@ -284,8 +291,10 @@ def test_private_addresses_are_refused_by_default(
     assert c.report.outcome == "ok"
     assert not site.hits  # not even robots.txt was asked for
     assert c.run["pages"] == 0
-    [row] = c.urls.values()
-    assert row["state"] == "error" and "private" in (row["error"] or "").lower()
+    assert c.run["errors"] == 1  # the seed (its /sitemap.xml is refused too, not counted)
+    assert c.result["error_reasons"] == {"address refused": 1}  # nor among the reasons
+    for row in c.urls.values():
+        assert row["state"] == "error" and "private" in (row["error"] or "").lower()
 
 
 def test_bad_servers_and_bad_pages_are_recorded_and_the_crawl_goes_on(
@@ -341,7 +350,7 @@ def test_bad_servers_and_bad_pages_are_recorded_and_the_crawl_goes_on(
     assert [hits[urls[n]] for n in ("storm", "hang", "reset", "huge")] == [3, 3, 3, 1]
     # The page that lied about its charset links to a name with U+FFFD in it, and the
     # odd link keeps its inner space: both 404 here, recorded like any other answer.
-    errors = {u for u, s in state.items() if s[0] == "error"}
+    errors = {u for u, s in state.items() if s[0] == "error"} - {"/sitemap.xml"}  # 404
     assert errors == {
         "/hang",
         "/reset",

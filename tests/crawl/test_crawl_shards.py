@@ -70,7 +70,7 @@ def test_the_run_ends_only_when_every_shard_is_idle_and_no_url_waits(store: Stor
     batch = Batch()
     for u, host in ((ua, "a.example"), (ub, "b.example")):
         a.insert(batch, u, url_hash(u), host, 3, 1)
-    unowned = {"a.example": [(ua, url_hash(ua), 3)], "b.example": [(ub, url_hash(ub), 3)]}
+    unowned = {"a.example": [(ua, url_hash(ua), 3, 0)], "b.example": [(ub, url_hash(ub), 3, 0)]}
     state = commit(store, a, batch, idle=False, unowned=unowned)
     assert state.owners == {"a.example": 0, "b.example": 1} and not state.done
     # A finds the URL again, nearer a seed, and sends it too.
@@ -221,7 +221,7 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
                 loaded = ledger.load(tx, 1.0)
             sieve, queue = loaded.sieve, [p.url for p in loaded.pending]
             owners = loaded.owners
-            unowned: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+            unowned: dict[str, list[tuple[str, int, int, int]]] = defaultdict(list)
 
             def discover(batch: Batch, links: list[str]) -> None:
                 for link, h in sieve.offer_hashed((x, url_hash(x)) for x in links):
@@ -229,7 +229,7 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
                     ledger.insert(batch, link, h, host, 0, 0)
                     owner = owners.get(host)
                     if owner is None:
-                        unowned[host].append((link, h, 0))
+                        unowned[host].append((link, h, 0, 0))
                     elif owner == index:
                         queue.append(link)
                     else:
@@ -253,7 +253,7 @@ def test_shards_in_threads_crawl_a_random_web_once_and_agree_when_it_is_over(
                 owners.update(state.owners)
                 for host, urls in asked.items():
                     if owners[host] == index:
-                        queue.extend(u for u, _, _ in urls)
+                        queue.extend(u for u, _, _, _ in urls)
                 for link, _ in sieve.offer_hashed((p.url, p.hash) for p in state.received):
                     queue.append(link)
                 if state.done:

@@ -74,7 +74,8 @@ def test_the_url_fetched_is_the_url_linked(store_url: str, tmp_path: Path, shard
         assert c.report.outcome == "ok", c.report.error
 
         asked = Counter(h.url.removeprefix(b) for h in site.hits)
-        expected = {"/", "/robots.txt", *AS_LINKED.values(), "/go?/archives/2"}
+        # And the seed host's /sitemap.xml (a 404 here), which a crawl reads by default.
+        expected = {"/", "/robots.txt", "/sitemap.xml", *AS_LINKED.values(), "/go?/archives/2"}
         assert set(asked) == expected
         assert max(asked.values()) == 1  # two spellings of one URL: one request
         # What robots.txt forbids as linked was not asked for, in any spelling.

@@ -45,6 +45,18 @@ from thresher.fetch.guard import GuardRefusal, guarded_socket, ip_literal
         ("192.0.2.7", "private"),  # documentation ranges count as private in ipaddress
         ("240.0.0.1", "private"),
         ("100.64.0.1", "not globally routable"),
+        # IANA special-purpose blocks ipaddress lets through (on some Python versions).
+        ("192.88.99.1", "reserved (deprecated 6to4 relay anycast)"),
+        ("192.0.0.8", "reserved (IETF protocol assignments)"),
+        ("192.0.0.200", "reserved (IETF protocol assignments)"),
+        ("3fff::1", "reserved (documentation)"),
+        ("3fff:fff:ffff::1", "reserved (documentation)"),
+        ("fec0::1", "reserved (outside 2000::/3, the global unicast space)"),
+        ("5f00::1", "reserved"),
+        ("100::1", "private"),
+        ("64:ff9b:1::a00:1", "reserved"),
+        ("4000::1", "reserved"),
+        ("2002:c058:6301::", "reserved (deprecated 6to4 relay anycast) (IPv4 192.88.99.1 inside)"),
         ("::ffff:127.0.0.1", "loopback (IPv4 127.0.0.1 inside)"),
         ("::ffff:10.0.0.1", "private (IPv4 10.0.0.1 inside)"),
         ("2002:7f00:1::", "loopback (IPv4 127.0.0.1 inside)"),
@@ -58,7 +70,18 @@ def test_special_addresses_are_refused(address: str, kind: str) -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["93.184.216.34", "8.8.8.8", "2606:4700::1111", "::ffff:93.184.216.34", "64:ff9b::808:808"],
+    [
+        "93.184.216.34",
+        "8.8.8.8",
+        "2606:4700::1111",
+        "::ffff:93.184.216.34",
+        "64:ff9b::808:808",
+        "192.0.0.9",  # PCP anycast: globally reachable
+        "192.31.196.1",  # AS112: globally reachable
+        "2620:4f:8000::1",  # AS112 direct delegation
+        "3ff0::1",  # below 3fff::/20: ordinary global unicast
+        "2002:808:808::1",  # 6to4 of a public address
+    ],
 )
 def test_public_addresses_are_allowed(address: str) -> None:
     assert refusal(address) is None

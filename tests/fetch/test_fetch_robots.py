@@ -12,10 +12,10 @@ import zlib
 
 import pytest
 from aiohttp import web
-from fetch_servers import serve
+from fetch_servers import gzip_bomb, serve
 
 from thresher.clock import FakeClock
-from thresher.fetch import Fetcher, FetchSettings
+from thresher.fetch import Fetcher, FetchSettings, TooLarge
 from thresher.fetch.decoding import decode_content
 from thresher.fetch.polite import ROBOTS_FETCH_BYTES, PoliteFetcher, RobotsDisallowed, fetch_robots
 from thresher.frontier import Politeness
@@ -141,6 +141,26 @@ def test_truncate_cuts_the_body_and_says_so() -> None:
             assert not whole.truncated and whole.body == body
             cut = await fetcher.get(f"{base}/x", truncate=ROBOTS_FETCH_BYTES)
             assert cut.truncated and cut.body == body[:ROBOTS_FETCH_BYTES]
+
+    asyncio.run(run())
+
+
+def test_truncate_cuts_a_bomb_once_decoded_and_says_so() -> None:
+    """A body whole on the wire that decodes past `truncate` (a gzip bomb as robots.txt)
+    is decoded only that far, cut, not refused; `Response.truncated` says so. The same
+    body without `truncate` is refused at the caller's cap."""
+    bomb = gzip_bomb(2**27)  # 128 MiB of zeros in about 128 KiB: whole on the wire
+
+    async def handle(request: web.Request) -> web.Response:
+        return web.Response(body=bomb, headers={"Content-Encoding": "gzip"})
+
+    async def run() -> None:
+        async with serve(handle) as base, Fetcher(SETTINGS) as fetcher:
+            resp = await fetcher.get(f"{base}/robots.txt", truncate=ROBOTS_FETCH_BYTES)
+            assert len(bomb) < ROBOTS_FETCH_BYTES and resp.body == bomb and resp.truncated
+            assert resp.content == bytes(ROBOTS_FETCH_BYTES) and resp.decode_error is None
+            with pytest.raises(TooLarge, match="max_body=1048576"):
+                await fetcher.get(f"{base}/robots.txt", max_body=2**20)
 
     asyncio.run(run())
 

@@ -138,6 +138,29 @@ def test_sitemaps_are_given_absolute() -> None:
     assert robots.sitemaps("https://example.com/a", T0 + 24 * 3600) is None
 
 
+def test_sitemaps_are_resolved_as_links_are() -> None:
+    """Behind a byte-order mark, each once, by the URL Standard (as the crawl fetches
+    them): a relative one against the robots.txt URL, a host in IDNA, a space encoded;
+    other schemes and what is no URL dropped."""
+    robots = RobotsCache()
+    robots.on_robots(
+        "http://example.com/",
+        200,
+        b"\xef\xbb\xbfSitemap: http://example.com/s.xml\nUser-agent: *\nDisallow: /x\n"
+        b"sitemap: https://cdn.example.net/s2.xml.gz\nSitemap: http://example.com/s.xml\n"
+        b"Sitemap: //Fa\xc3\x9f.example/m.xml\nSitemap: /a b/s.xml?q=1&r\n"
+        b"Sitemap: ftp://example.com/s.xml\nSitemap: http://[::1/s.xml\n",
+        T0,
+    )
+    assert robots.sitemaps("http://example.com/page", T0) == (
+        "http://example.com/s.xml",
+        "https://cdn.example.net/s2.xml.gz",
+        "http://xn--fa-hia.example/m.xml",
+        "http://example.com/a%20b/s.xml?q=1&r",
+    )
+    assert robots.allowed("http://example.com/x", T0) is False
+
+
 def test_spellings_of_one_site_share_its_rules() -> None:
     robots = RobotsCache()
     robots.on_robots(

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from thresher.frontier import Fetch, Politeness, Workbench, canonicalize, url_hash
+from thresher.frontier import Fetch, Hop, Politeness, Workbench, canonicalize, url_hash
 
 T0 = 1_000.0
 
@@ -64,6 +64,35 @@ def test_a_url_is_fetched_as_given_and_keeps_its_key() -> None:
     wb.on_done(again, later, 200)
     plain = take(wb, later)
     assert plain.key == url_hash("http://example.com/plain")
+
+
+def test_a_requisite_jumps_its_hosts_queue_with_its_key_and_hop() -> None:
+    """An embed goes to the head of its host's queue, its fetch URL, key and hop kept
+    together through a retry and a hand-back, as a link's are."""
+    url = "http://example.com/img/a.png?z=1&a=2"
+    key = url_hash(canonicalize(url))
+    wb = Workbench(Politeness(delay=0.0, ip_delay=0.0))
+    wb.add("http://example.com/next.html", 1, T0)
+    wb.add(url, 0, T0, key, Hop.EMBED)
+    wb.add("http://example.com/map.xml", 0, T0, hop=Hop.SITEMAP)  # a tail, like a link
+    first = take(wb, T0)
+    assert (first.url, first.key, first.hop, first.depth) == (url, key, Hop.EMBED, 0)
+    wb.on_done(first, T0, 503)
+    again = take(wb, T0 + 3600)
+    assert (again.url, again.key, again.hop, again.attempt) == (url, key, Hop.EMBED, 2)
+    wb.on_cancel(again)
+    again = take(wb, T0 + 3600)
+    assert (again.url, again.key, again.hop) == (url, key, Hop.EMBED)
+    wb.on_done(again, T0 + 3600, 200)
+    rest = take(wb, T0 + 3600)
+    assert (rest.url, rest.hop) == ("http://example.com/next.html", Hop.LINK)
+    wb.on_done(rest, T0 + 3600, 200)
+    last = take(wb, T0 + 3600)
+    assert (last.url, last.key, last.hop) == (
+        "http://example.com/map.xml",
+        url_hash("http://example.com/map.xml"),
+        Hop.SITEMAP,
+    )
 
 
 def test_one_connection_per_host_by_default() -> None:

@@ -227,6 +227,37 @@ def test_source_fills_in_only_a_missing_link_source(
         load_requests(store, path, source="", now=NOW)
 
 
+def test_blank_lines_are_skipped_fast_and_still_numbered(store: Store, tmp_path: Path) -> None:
+    # Runs of blank lines (spaces, tabs, CRs) longer than the reader's 1 MiB chunks,
+    # and lines cut by a chunk's end on either side of them.
+    blank = b" \t\r\n" * 300_000 + b"\n" * 500_000
+    good = json.dumps(req()).encode()
+    path = tmp_path / "d.jsonl"
+    path.write_bytes(blank + b"{oops\n" + blank + good + b"\r\n" + b" " * 100 + b"\t\r")
+    report = load_requests(store, path, now=NOW)
+    assert counts(report) == (1, 0, 1) and report.format == "jsonl"
+    assert [r.line_number for r in report.rejects] == [800_001]
+    # In TSV too: a line of tabs is blank, not a row of empty cells.
+    tsv = tmp_path / "d.tsv"
+    header = b"ingest_type\tbase_url\tlink_source_id\n"
+    tsv.write_bytes(blank + header + b"\t\t\n" + blank + b"pdf\thttps://e.org/1\t1\nbad\n")
+    report = load_requests(store, tsv, source="s", now=NOW)
+    assert counts(report) == (1, 0, 1) and report.format == "tsv"
+    assert [r.line_number for r in report.rejects] == [1_600_004]
+
+
+def test_an_overlong_line_after_blank_lines_is_rejected(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "d.jsonl"
+    long = b'{"x": "' + b"a" * (MAX_LINE_BYTES + 10) + b'"}'
+    path.write_bytes(b"\n" * 3 + long + b"\n" + json.dumps(req()).encode() + b"\n" + long)
+    report = load_requests(store, path, now=NOW)
+    assert counts(report) == (1, 0, 2)
+    assert [(r.line_number, r.reason) for r in report.rejects] == [
+        (4, f"line longer than {MAX_LINE_BYTES} bytes"),
+        (6, f"line longer than {MAX_LINE_BYTES} bytes"),
+    ]
+
+
 # --- rejected lines -------------------------------------------------------------------------
 
 LONG_URL = "https://example.org/" + "a" * MAX_URL_BYTES

@@ -148,6 +148,25 @@ def main(argv: list[str]) -> None:
     print(f"{'µs per call':52s} {'fastest':>8s} {'median':>8s}")
     measure("extract_links, 15 KB, 20 links", lambda: extract_links(page, URL), number, repeat)
     measure(
+        "  the same, with requisites",
+        lambda: extract_links(page, URL, requisites=True),
+        number,
+        repeat,
+    )
+    with_images = page.replace(b"<b>", b'<img src="/icons/b.png" alt="" style="width:1em">', 12)
+    measure(
+        "  with 12 images, requisites off",
+        lambda: extract_links(with_images, URL),
+        number,
+        repeat,
+    )
+    measure(
+        "  with 12 images, requisites on",
+        lambda: extract_links(with_images, URL, requisites=True),
+        number,
+        repeat,
+    )
+    measure(
         "extract_links, 15 KB, windows-1252 from the header",
         lambda: extract_links(page_1252, URL, "text/html; charset=windows-1252"),
         number,
@@ -156,6 +175,12 @@ def main(argv: list[str]) -> None:
     measure(
         "extract_links, 100 KB, 300 links (flattened)",
         lambda: extract_links(big, URL),
+        max(1, number // 5),
+        repeat,
+    )
+    measure(
+        "  the same, with requisites",
+        lambda: extract_links(big, URL, requisites=True),
         max(1, number // 5),
         repeat,
     )

@@ -1,9 +1,9 @@
-"""A mailing-list archive on 127.0.0.1 that speaks like the five real kinds Thresher
-harvests: for ``thresher demo``, the archive integration tests and the mail benchmark.
+"""A mailing-list archive on 127.0.0.1 that speaks like the real kinds Thresher harvests
+over HTTP: for ``thresher demo``, the archive integration tests and the mail benchmark.
 
-Why one server imitating five archives: a harvester is only as good as its handling of
+Why one server imitating six archives: a harvester is only as good as its handling of
 what real archives do, and the public ones must not be hammered by tests. Each list of
-the model (`ArchiveList`) is published five ways, each imitating its original:
+the model (`ArchiveList`) is published six ways, each imitating its original:
 
 - Mailman 2 pipermail (``/pipermail/<name>/``): an index page of month rows and static
   ``YYYY-Month.txt`` and ``.txt.gz`` files written by appending, with ``From `` body
@@ -20,6 +20,10 @@ the model (`ArchiveList`) is published five ways, each imitating its original:
   ``BytesGenerator(mangle_from_=True)``).
 - A plain mbox file (``/mbox/<name>.mbox`` and ``.mbox.gz``): static, every month,
   mboxo as Python's ``mailbox`` and most mail programs write one.
+- MHonArc (``/mhonarc/<name>/``), as lists.debian.org publishes it: a list page linking
+  one MHonArc archive per month (``YYYY/MM/maillist.html``, ``threads.html``, one
+  ``msgNNNNN.html`` per message numbered in archive order), pages written as MHonArc
+  2.6 writes them (`demo_mhonarc`), static, with validators.
 
 Why the model is mutable while served: the hard part of harvesting archives is what
 changes between runs — late mail for an old month, a month that shrinks (a moderator
@@ -70,6 +74,7 @@ from .demo_messages import (
     render_mbox,
     render_pipermail,
 )
+from .demo_mhonarc import mhonarc_index_html, mhonarc_list_html, mhonarc_message_html
 from .message import parse_message
 from .months import month_bounds, month_of, next_month, valid_month
 
@@ -307,6 +312,12 @@ class DemoArchive:
             (re.compile(r"/hyperkitty/api/list/([^/]+)/emails/"), self._hk_emails),
             (re.compile(r"/hyperkitty/list/([^/]+)/export/([^/]+)\.mbox\.gz"), self._hk_export),
             (re.compile(r"/mbox/([^/]+)\.mbox(\.gz)?"), self._plain_mbox),
+            (re.compile(r"/mhonarc/([^/]+)/(?:index\.html)?"), self._mhonarc_list),
+            (
+                re.compile(r"/mhonarc/([^/]+)/(\d{4})/(\d\d)/(maillist|threads)\.html"),
+                self._mhonarc_index,
+            ),
+            (re.compile(r"/mhonarc/([^/]+)/(\d{4})/(\d\d)/msg(\d{5})\.html"), self._mhonarc_page),
         ]
 
     # --- the model --------------------------------------------------------------------
@@ -335,6 +346,7 @@ class DemoArchive:
             "ponymail": f"/list.html?{address}",
             "hyperkitty": f"/hyperkitty/list/{address}/",
             "mbox": f"/mbox/{name}.mbox",
+            "mhonarc": f"/mhonarc/{name}/",
         }
         return self.base + paths[kind]
 
@@ -584,7 +596,7 @@ class DemoArchive:
         for address in sorted(self.lists):
             links = " ".join(
                 f'<a href="{html.escape(self.url(kind, address))}">{kind}</a>'
-                for kind in ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox")
+                for kind in ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox", "mhonarc")
             )
             items.append(f"<li>{html.escape(address)}: {links}</li>")
         page = f"<html><body><h1>Thresher demo archive</h1><ul>{''.join(items)}</ul></body></html>"
@@ -650,6 +662,41 @@ class DemoArchive:
             return _not_found()
         kind = "application/gzip" if gz else "text/plain; charset=utf-8"
         return self._static(request, *found, kind)
+
+    def _mhonarc_list(self, request: web.Request, match: re.Match[str]) -> _Reply:
+        archive = self._by_name(match.group(1))
+        if archive is None:
+            return _not_found("no such list")
+        page = mhonarc_list_html(archive.name, sorted(archive.counts()))
+        changed = max(archive.changed.values(), default=0.0)
+        return self._static(request, page, _etag(page), changed, "text/html")
+
+    def _mhonarc_index(self, request: web.Request, match: re.Match[str]) -> _Reply:
+        name, year, mon, which = match.groups()
+        archive = self._by_name(name)
+        snapshot = archive.snapshot(f"{year}-{mon}") if archive else None
+        if archive is None or snapshot is None:
+            return _not_found()
+        version, messages, changed = snapshot
+        page, etag = self._cached(
+            (archive.address, f"mhonarc.{which}", f"{year}-{mon}"),
+            version,
+            lambda: mhonarc_index_html(messages, threads=which == "threads"),
+        )
+        # MHonArc rewrites its index files as mail is added: static, with validators.
+        return self._static(request, page, etag, changed, "text/html")
+
+    def _mhonarc_page(self, request: web.Request, match: re.Match[str]) -> _Reply:
+        name, year, mon, number = match.groups()
+        archive = self._by_name(name)
+        snapshot = archive.snapshot(f"{year}-{mon}") if archive else None
+        if snapshot is None or int(number) >= len(snapshot[1]):
+            return _not_found()
+        # MHonArc dates a message without a Date when it archives it; the demo, on the
+        # first of its month, so the page is the same every time.
+        archived = datetime(int(year), int(mon), 1, tzinfo=UTC).strftime("%a %b %d %H:%M:%S %Y")
+        page = mhonarc_message_html(snapshot[1][int(number)], int(number), archived)
+        return self._static(request, page, _etag(page), snapshot[2], "text/html")
 
     def _modmbox_index(self, request: web.Request, match: re.Match[str]) -> _Reply:
         archive = self._by_name(match.group(1))

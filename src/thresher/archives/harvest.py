@@ -34,9 +34,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import PermanentError, TransientError
-from ..store import Row
-from .kinds import Month
 from .mbox import RawMessage, is_envelope, maybe_gunzip, split_mbox
+from .units import Known, Unit
 
 __all__ = ["OVERLAP", "Absorbed", "Decision", "Known", "absorb", "decide", "request_headers"]
 
@@ -47,38 +46,10 @@ OVERLAP = 1024
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Known:
-    """What the store holds about a month from its last harvest."""
-
-    month: str
-    url: str
-    state: str = "open"
-    expected: int | None = None
-    counted: int = 0
-    stored: int = 0
-    etag: str | None = None
-    last_modified: str | None = None
-    length: int | None = None
-    stop_offset: int | None = None
-    stop_key: str | None = None
-    tail_sha256: str | None = None
-    checked_at: float | None = None
-
-    @classmethod
-    def from_row(cls, row: Row) -> Known:
-        names = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in row.items() if k in names})
-
-    @property
-    def harvested(self) -> bool:
-        return self.stop_offset is not None
-
-
 Decision = Literal["skip", "confirm", "fetch"]
 
 
-def decide(listed: Month, known: Known | None, total_matches: bool | None) -> Decision:
+def decide(listed: Unit, known: Known | None, total_matches: bool | None) -> Decision:
     """What this run does about one month the archive lists.
 
     skip: complete, never asked about again (unless the archive volunteers, in a listing

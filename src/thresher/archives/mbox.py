@@ -36,11 +36,11 @@ download together with a flag, so the caller can keep the complete messages and 
 from __future__ import annotations
 
 import re
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from thresher.errors import PermanentError
+from thresher.fetch.decoding import gunzip
 
 __all__ = [
     "ArchiveTooLarge",
@@ -69,7 +69,6 @@ _ENVELOPE_LINE = re.compile(rb"From " + _ENVELOPE_REST)
 _QUOTED_FROM = re.compile(rb"^>(>*From )", re.MULTILINE)
 
 _GZIP_MAGIC = b"\x1f\x8b"
-_GZIP_CHUNK = 1 << 20
 
 
 class ArchiveTooLarge(PermanentError, ValueError):
@@ -144,32 +143,4 @@ def maybe_gunzip(data: bytes, max_size: int) -> tuple[bytes, bool]:
     """
     if not data.startswith(_GZIP_MAGIC):
         return data, False
-    out = bytearray()
-    view = memoryview(data)
-    pos = 0
-    while True:
-        decomp = zlib.decompressobj(zlib.MAX_WBITS | 16)
-        try:
-            while not decomp.eof:
-                if decomp.unconsumed_tail:
-                    chunk = decomp.unconsumed_tail
-                elif pos < len(data):
-                    chunk = bytes(view[pos : pos + _GZIP_CHUNK])
-                    pos += len(chunk)
-                else:
-                    out += decomp.flush()
-                    _check_size(out, max_size)
-                    return bytes(out), True
-                out += decomp.decompress(chunk, max_size + 1 - len(out))
-                _check_size(out, max_size)
-        except zlib.error:
-            return bytes(out), True
-        rest = decomp.unused_data + bytes(view[pos:])
-        if not rest.startswith(_GZIP_MAGIC):
-            return bytes(out), False
-        data, view, pos = rest, memoryview(rest), 0
-
-
-def _check_size(out: bytearray, max_size: int) -> None:
-    if len(out) > max_size:
-        raise ArchiveTooLarge(f"archive decompresses to more than {max_size} bytes; refused")
+    return gunzip(data, max_size, ArchiveTooLarge)

@@ -76,8 +76,10 @@ def months_from(first: str, now: float) -> list[str]:
 
 def closes_at(month: str, grace_days: float) -> float:
     """When a check of `month` may first mark it complete."""
-    if month == ALL:
-        return float("inf")  # a plain mbox file may grow for ever
+    if not valid_month(month):
+        # A plain mbox file may grow for ever; a unit that is not a month (a git epoch,
+        # a range of articles) has no calendar: its kind says when it is closed.
+        return float("inf")
     return month_bounds(month)[1] + grace_days * 86400.0
 
 

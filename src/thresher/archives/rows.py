@@ -24,8 +24,9 @@ from ..childproc import spawn_pool
 from .body import text_body
 from .mbox import RawMessage
 from .message import Message, parse_message
-from .months import ALL, month_of
+from .months import month_of
 from .normal import normal_digest
+from .units import files_by_date
 
 __all__ = ["PARALLEL_MIN", "display_name", "message_rows", "parse_rows"]
 
@@ -95,9 +96,10 @@ def _row(source: str, unit: str, raw: RawMessage, now: float, moment: datetime) 
         )
     date = msg.date.timestamp() if msg.date is not None else None
     month = unit
-    if unit == ALL:
-        # A plain mbox has no months of its own: file each message under its Date's,
-        # unless the date is missing, unreadable or in the future.
+    if files_by_date(unit):
+        # A plain mbox (a git epoch, a range of articles) has no months of its own: file
+        # each message under its Date's, unless the date is missing, unreadable or in
+        # the future.
         month = month_of(date) if date is not None and msg.date_flag is None else "undated"
     return dict(
         source=source,

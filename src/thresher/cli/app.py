@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 
 from ..config import Config, load_config
+from ..redact import RedactingFilter, remember
 from ..store import Store, open_store
 
 __all__ = ["App", "setup_logging"]
@@ -27,12 +28,14 @@ class App:
     def config(self) -> Config:
         if self._config is None:
             self._config = load_config(self.flags)
+            remember(self._config.db)
         return self._config
 
     def with_flags(self, **flags: Any) -> Config:
         """The config with command-specific flags (those not None) on top."""
         merged = {**self.flags, **{k: v for k, v in flags.items() if v is not None}}
         self._config = load_config(merged)
+        remember(self._config.db)
         return self._config
 
     @contextmanager
@@ -62,4 +65,5 @@ def setup_logging(verbose: int, console: Console | None) -> None:
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
         )
+    handler.addFilter(RedactingFilter())
     root.addHandler(handler)

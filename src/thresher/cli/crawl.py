@@ -26,7 +26,6 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from ..crawl import CrawlSummary
 from ..crawl.ledger import COUNTERS
 from ..crawl.process import prewarm
-from ..crawl.settings import MAX_SHARDS
 from ..errors import SourceError, UnknownSource
 from ..frontier import canonicalize, host_of
 from ..frontier.errors import InvalidURL
@@ -36,6 +35,7 @@ from ..sources.directory import update_source
 from ..sources.web import warc_dir
 from ..store import Row
 from ..store.aio import AsyncStore
+from . import limits
 from .app import App, setup_logging
 from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
 
@@ -65,6 +65,7 @@ def _line(row: Row | None, started: float, before: int) -> str:
     elapsed = max(1e-6, time.time() - started)
     return (
         f"pages {row['pages']} ({(row['pages'] - before) / elapsed:.0f}/s), "
+        f"requisites {row.get('requisites', 0)}, "
         f"{row['bytes'] / 2**20:.1f} MiB, queue {row['queued']}, hosts {row['hosts']}, "
         f"errors {row['errors']}"
     )
@@ -127,15 +128,21 @@ def _crawl_progress(source: str) -> Any:
     help="host (the seeds' hosts), domain (and subdomains), prefix (under the seeds' "
     "folders) or a regex the canonical URL must match.",
 )
-@click.option("--max-pages", type=click.IntRange(min=1), help="Fetch at most N URLs this run.")
-@click.option("--max-depth", type=click.IntRange(min=0), help="Follow at most D links from a seed.")
-@click.option("--max-per-host", type=click.IntRange(min=1), help="Queue at most N URLs per host.")
+@click.option("--max-pages", type=limits.count(), help="Fetch at most N URLs this run.")
 @click.option(
-    "--delay", type=click.FloatRange(min=0), help="Seconds between fetches from a host [1]."
+    "--max-depth",
+    type=limits.count(limits.MAX_DEPTH, 0),
+    help="Follow at most D links from a seed.",
 )
-@click.option("--concurrency", type=click.IntRange(min=1), help="Fetches in flight [16].")
+@click.option("--max-per-host", type=limits.count(), help="Queue at most N URLs per host.")
 @click.option(
-    "--host-connections", type=click.IntRange(min=1), help="Fetches in flight per host [1]."
+    "--delay",
+    type=limits.seconds(limits.MAX_DELAY),
+    help="Seconds between fetches from a host [1].",
+)
+@click.option("--concurrency", type=limits.concurrency(), help="Fetches in flight [16].")
+@click.option(
+    "--host-connections", type=limits.concurrency(), help="Fetches in flight per host [1]."
 )
 @click.option("--user-agent", help="User-Agent to send [the configured one].")
 @click.option(
@@ -145,13 +152,24 @@ def _crawl_progress(source: str) -> Any:
     help="Also fetch private, loopback and link-local addresses (refused by default).",
 )
 @click.option(
+    "--requisites/--no-requisites",
+    default=None,
+    help="Also fetch what pages embed (images, stylesheets, scripts, fonts), on any host; "
+    "their links are not followed [on].",
+)
+@click.option(
+    "--sitemaps/--no-sitemaps",
+    default=None,
+    help="Read the seed hosts' sitemaps (robots.txt Sitemap: lines, /sitemap.xml) [on].",
+)
+@click.option(
     "--parse-processes",
     type=click.IntRange(min=0, max=1),
     help="1: parse and archive pages in a child process; 0: in this one [0].",
 )
 @click.option(
     "--shards",
-    type=click.IntRange(min=1, max=MAX_SHARDS),
+    type=limits.shards(),
     help="Split the hosts over N jobs that run at once, in this process or in "
     "`thresher worker` processes sharing a PostgreSQL store [1].",
 )
@@ -220,22 +238,26 @@ def crawl_command(
     with app.store() as store, store.transaction(write=False) as tx:
         row = tx.one("latest_crawl_run", source=name)
         shards = len(tx.all("crawl_shard_rows", run=row["run_id"])) if row else 0
+        errors = tx.all("crawl_run_errors", source=name, run=row["run_id"]) if row else []
     folder = warc_dir(config.home, name)
     files = sorted(p.name for p in folder.glob("*.warc.gz"))
     seconds = round(time.time() - started, 3)
     run_id = None if row is None else row["run_id"]
     if row is None:  # failed before the crawl could start: nothing done
         row = {"source": name, "run_id": 0, **dict.fromkeys((*COUNTERS, "queued", "hosts"), 0)}
-    summary = CrawlSummary.from_row(row, seconds, files, max(1, shards)).as_dict()
+    summary = CrawlSummary.from_row(row, seconds, files, max(1, shards), errors).as_dict()
     summary.update(source=name, status=outcome, error=error, run=run_id)
     summary["warc_dir"] = str(folder)
     if as_json:
         click.echo(json.dumps(summary))
     else:
+        reasons = ", ".join(f"{why} {n}" for why, n in summary["error_reasons"].items())
         click.echo(
-            f"{name}: {outcome}: {summary['pages']} pages, {summary['bytes'] / 2**20:.1f} MiB, "
+            f"{name}: {outcome}: {summary['pages']} pages, {summary['requisites']} requisites, "
+            f"{summary['bytes'] / 2**20:.1f} MiB, "
             f"{summary['not_modified']} not modified, {summary['redirects']} redirects, "
-            f"{summary['errors']} errors, {summary['queued']} left in {summary['seconds']:.1f} s"
+            f"{summary['errors']} errors{f' ({reasons})' if reasons else ''},"
+            f" {summary['queued']} left in {summary['seconds']:.1f} s"
             + (f"; {error}" if error else "")
         )
         click.echo(f"WARC files in {folder}")

@@ -1,10 +1,11 @@
-"""`thresher demo`: a mailing-list archive served on 127.0.0.1, harvested five ways.
+"""`thresher demo`: a mailing-list archive served on 127.0.0.1, harvested six ways.
 
 The built-in archive (`thresher.archives.demo`) publishes one generated list, a year of
 mail with the broken messages real archives hold, as Mailman 2 pipermail, Apache
-mod_mbox, Pony Mail, HyperKitty and a plain mbox file. The demo adds a source per kind
-(`demo-pipermail` …), runs them all with progress, and prints what each stored and what
-the server had to send. Run it again: no month body is downloaded a second time.
+mod_mbox, Pony Mail, HyperKitty, a plain mbox file and MHonArc. The demo adds a source
+per kind (`demo-pipermail` …), runs them all with progress, and prints what each stored
+and what the server had to send. Run it again: no month body (no message page) is
+downloaded a second time.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from .run import run_plan
 if TYPE_CHECKING:
     from ..archives.demo import DemoArchive
 
-__all__ = ["DEMO_LIST", "demo_command"]
+__all__ = ["DEMO_LIST", "SERVE_HINT", "demo_command"]
 
 DEMO_LIST = "demo@lists.example.org"
 _MONTHS = 12
@@ -43,7 +44,12 @@ _MONTH_FILE = {
     "ponymail": re.compile(r"/api/mbox\.lua"),
     "hyperkitty": re.compile(r"/export/"),
     "mbox": re.compile(r"/mbox/[^/]+\.mbox"),
+    # MHonArc has no month file: a month's messages are its message pages.
+    "mhonarc": re.compile(r"/mhonarc/[^/]+/\d{4}/\d\d/msg\d+\.html"),
 }
+
+# The demo's last line: where to look at what it harvested.
+SERVE_HINT = "Browse it: run 'thresher serve', then open http://127.0.0.1:8800/ in a browser"
 
 # The demo archive runs on loopback, which sources may not fetch unless they say so,
 # and it is ours: no need to wait between requests.
@@ -70,11 +76,15 @@ def build_archive(server: DemoArchive, now: float) -> None:
 
 @click.command("demo")
 @click.option(
-    "--port", type=int, default=8765, show_default=True, help="Loopback port to serve on."
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Loopback port to serve on.",
 )
 @click.pass_obj
 def demo_command(app: App, port: int) -> None:
-    """Serve a mailing-list archive on 127.0.0.1 and harvest it as five kinds of archive.
+    """Serve a mailing-list archive on 127.0.0.1 and harvest it as six kinds of archive.
 
     Run it twice: the second run downloads no month body, only the archive's indexes."""
     config = app.config
@@ -130,6 +140,7 @@ def demo_command(app: App, port: int) -> None:
         " 'thresher search release', 'thresher export demo-ponymail --format mbox',"
         " 'thresher status'"
     )
+    click.echo(SERVE_HINT)
     if any(s.outcome != "ok" for s in outcomes.values()):
         raise SourceError("a demo source failed or is incomplete: see 'thresher status'")
 
@@ -143,6 +154,8 @@ def _belongs(kind: str, target: str) -> bool:
         return target.startswith(("/api/", "/list.html"))
     if kind == "hyperkitty":
         return target.startswith("/hyperkitty/")
+    if kind == "mhonarc":
+        return target.startswith("/mhonarc/")
     return target.startswith("/mbox/")
 
 

@@ -48,6 +48,7 @@ from ..plan import ExecutionPlan
 from ..sources import add_source, get_source
 from ..sources.ingest import INGEST_URL, ingest_warc_dir, parse_statuses
 from ..store.aio import AsyncStore
+from . import limits
 from .app import App, setup_logging
 from .ingest_report import register
 from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
@@ -231,7 +232,7 @@ def _run_progress(
     "--type", "ingest_type", type=click.Choice(sorted(INGEST_TYPES)), help="Only this type."
 )
 @click.option("--source", "link_source", metavar="S", help="Only requests from link_source S.")
-@click.option("--limit", type=click.IntRange(min=1), help="Fetch at most N URLs.")
+@click.option("--limit", type=limits.count(), help="Fetch at most N URLs.")
 @click.option(
     "--retry",
     multiple=True,
@@ -240,11 +241,15 @@ def _run_progress(
 )
 @click.option("--force", is_flag=True, help="Fetch again every selected URL, whatever its result.")
 @click.option(
-    "--max-hops", type=click.IntRange(min=0), help=f"Landing-page links followed [{MAX_HOPS}]."
+    "--max-hops",
+    type=limits.count(limits.MAX_HOPS_OPTION, 0),
+    help=f"Landing-page links followed [{MAX_HOPS}].",
 )
-@click.option("--max-bytes", type=click.IntRange(min=1), help="Largest body [128 MiB].")
+@click.option("--max-bytes", type=limits.count(limits.MAX_BYTES), help="Largest body [128 MiB].")
 @click.option(
-    "--delay", type=click.FloatRange(min=0), help="Seconds between requests to one host [1]."
+    "--delay",
+    type=limits.seconds(limits.MAX_DELAY),
+    help="Seconds between requests to one host [1].",
 )
 @click.option(
     "--allow-private",
@@ -259,10 +264,10 @@ def _run_progress(
 )
 @click.option(
     "--shards",
-    type=click.IntRange(min=1),
+    type=limits.shards(),
     help="Split the hosts over N engines, which `thresher worker` processes run apart [1].",
 )
-@click.option("-w", "--workers", type=click.IntRange(min=1), help="URLs fetched at once [4].")
+@click.option("-w", "--workers", type=limits.workers(), help="URLs fetched at once [4].")
 @click.option(
     "--detach", is_flag=True, help="Only queue the run: `thresher worker` processes do it."
 )

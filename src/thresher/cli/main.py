@@ -12,7 +12,8 @@ import click
 from .. import __version__
 from ..config import describe
 from ..errors import ThresherError
-from ..runtime import tune_process
+from ..redact import redact_text
+from ..runtime import private_files, tune_process
 from .app import App
 from .crawl import crawl_command
 from .demo import demo_command
@@ -20,6 +21,7 @@ from .export import export_command
 from .ingest import ingest_group
 from .run import run_command
 from .search import search_command
+from .serve import serve_command
 from .source import source_group
 from .status import status_command
 from .worker import worker_command
@@ -66,12 +68,15 @@ cli.add_command(run_command)
 cli.add_command(status_command)
 cli.add_command(export_command)
 cli.add_command(search_command)
+cli.add_command(serve_command)
 cli.add_command(ingest_group)
 cli.add_command(worker_command)
 
 
 def entry() -> int:
-    """The `thresher` program: `main` in a process of its own, tuned for long runs."""
+    """The `thresher` program: `main` in a process of its own, tuned for long runs,
+    whose files are private."""
+    private_files()
     tune_process()
     return main()
 
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="thresher", standalone_mode=False)
     except ThresherError as exc:
-        click.echo(f"thresher: error: {exc}", err=True)
+        click.echo(f"thresher: error: {redact_text(str(exc))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("thresher: aborted", err=True)

@@ -34,6 +34,7 @@ from ..jobs import Job
 from ..plan import ExecutionPlan, RunReport, parse_duration
 from ..sources.directory import list_sources
 from ..store.aio import AsyncStore
+from . import limits
 from .app import App, setup_logging
 
 __all__ = [
@@ -224,10 +225,16 @@ def _shards_to_start(app: App, names: tuple[str, ...]) -> int:
     "--every", metavar="DURATION", help="Repeat forever, a run every DURATION (1h, 15m, 1d)."
 )
 @click.option(
-    "-w", "--workers", type=int, help="Concurrent workers. [env THRESHER_WORKERS; default 4]"
+    "-w",
+    "--workers",
+    type=limits.workers(),
+    help="Concurrent workers. [env THRESHER_WORKERS; default 4]",
 )
 @click.option(
-    "--grace", "grace_seconds", type=float, help="Seconds in-flight jobs get on SIGINT/SIGTERM."
+    "--grace",
+    "grace_seconds",
+    type=limits.grace(),
+    help="Seconds in-flight jobs get on SIGINT/SIGTERM.",
 )
 @click.option(
     "--detach",

@@ -20,6 +20,7 @@ from ..clock import iso
 from ..errors import UsageError
 from ..sources import get_source
 from ..store import Row
+from . import limits
 from .app import App
 
 __all__ = ["hit_json", "search_command"]
@@ -55,7 +56,7 @@ def _flat(text: Any) -> str:
 @click.option("--list", "list_name", metavar="NAME", help="Only the messages of this list.")
 @click.option(
     "--limit",
-    type=click.IntRange(min=1),
+    type=limits.count(limits.MAX_HITS),
     default=20,
     show_default=True,
     metavar="N",

@@ -10,7 +10,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from ..status import collect_status, redact
+from ..redact import redact_url
+from ..status import collect_status
 from .app import App
 
 __all__ = ["status_command"]
@@ -26,7 +27,7 @@ def status_command(app: App, as_json: bool) -> None:
     with app.store() as store, store.transaction(write=False) as tx:
         info = {
             "backend": store.backend,
-            "url": redact(store.url),
+            "url": redact_url(store.url),
             "schema_version": store.schema_version(),
         }
         status = collect_status(tx, time.time(), config.lease_seconds, info)

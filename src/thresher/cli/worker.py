@@ -21,7 +21,8 @@ from ..config import Config
 from ..jobs import PoolStats
 from ..jobs.worker import make_owner
 from ..plan import ExecutionPlan
-from ..status import redact
+from ..redact import redact_url
+from . import limits
 from .app import App, setup_logging
 from .run import JobCounts, open_async_store, stop_on_signals
 
@@ -65,14 +66,14 @@ async def serve(config: Config, owner: str) -> PoolStats:
 @click.option(
     "-c",
     "--concurrency",
-    type=click.IntRange(min=1),
+    type=limits.workers(),
     help="Jobs this worker runs at once. [env THRESHER_WORKERS; default 4]",
 )
 @click.option("--name", help="This worker's name in `thresher status` [the host name].")
 @click.option(
     "--grace",
     "grace_seconds",
-    type=click.FloatRange(min=0),
+    type=limits.grace(),
     help="Seconds in-flight jobs get to finish on SIGTERM before they are handed back.",
 )
 @click.pass_obj
@@ -90,7 +91,7 @@ def worker_command(
     config = app.with_flags(db=db, workers=concurrency, grace_seconds=grace_seconds)
     setup_logging(app.verbose, None)
     owner = make_owner(name)
-    where = redact(config.store_url)
+    where = redact_url(config.store_url)
     log.info("worker %s: serving %s with %d at once", owner, where, config.workers)
     stats = asyncio.run(serve(config, owner))
     click.echo(

@@ -3,7 +3,9 @@
 One loop asks the `Workbench` what may be fetched now and starts up to `concurrency`
 fetch tasks; each task fetches through the guarded `Fetcher`, writes the exchange to the
 WARC files, extracts links, and sends them through scope and sieve back to the workbench.
-New hosts wait behind their site's robots.txt, fetched once per site. Every second (or
+New hosts wait behind their site's robots.txt, fetched once per site. A page's
+requisites (what it embeds) are fetched too, in scope or not, and the seed hosts'
+sitemaps read (`Hop`); see docs/crawling.md. Every second (or
 `commit_pages` pages) the engine syncs the WARC file and commits the batch with that
 position (see `ledger`), so a crawl killed at any moment resumes where its last commit
 left it, never fetching a committed page again and never writing a page twice.
@@ -41,6 +43,7 @@ from ..fetch.leases import HostLeases
 from ..fetch.polite import fetch_robots
 from ..frontier import (
     Fetch,
+    Hop,
     InvalidURL,
     RobotsCache,
     Scope,
@@ -48,11 +51,13 @@ from ..frontier import (
     Workbench,
     host_of,
     key_of,
+    robots_url,
     site_of,
     url_hash,
 )
 from ..frontier.politeness import is_failure
-from ..store import Row
+from ..parse.sitemaps import Sitemap
+from ..store import Row, Tx
 from ..store.aio import AsyncStore
 from ..store.warc import Capture, WarcPosition
 from ..weburl import resolve
@@ -76,6 +81,40 @@ SHARD_QUICK_POLLS_SECONDS = 1.0
 SHARD_HOLD_SECONDS = 2.0
 # How long links to hosts without an owner may wait for a commit to give them one.
 OWNERS_SECONDS = 0.1
+# Redirects followed in a row, as handlers do (`sources.http.MAX_REDIRECTS`); the next
+# is an error. Counted in memory, so a resumed crawl may follow a chain 10 more.
+MAX_REDIRECTS = 10
+TOO_MANY_REDIRECTS = "too many redirects"
+# Error reasons, the start of each error recorded ("timeout: GET …"), or HTTP statuses.
+_REASONS = frozenset({cls.kind for cls in FetchError.__subclasses__()} | {TOO_MANY_REDIRECTS})
+
+
+def error_text(exc: BaseException) -> str:
+    """What a crawl records of an error: its reason, then its message."""
+    return f"{getattr(exc, 'kind', 'error')}: {exc}"
+
+
+def error_reasons(rows: Iterable[Row]) -> dict[str, int]:
+    """How many of a run's errors (`crawl_run_errors` rows) there are of each reason:
+    "HTTP 404", "timeout", …, most first."""
+    counts: dict[str, int] = defaultdict(int)
+    for row in rows:
+        head, sep, _ = str(row["error"] or "").partition(": ")
+        if sep and head in _REASONS:
+            counts[head] += 1
+        elif row["status"] is not None:
+            counts[f"HTTP {row['status']}"] += 1
+        else:
+            counts["other"] += 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# Sitemaps found through sitemap indexes, at most this many indexes deep (the protocol
+# allows one: robots.txt or /sitemap.xml -> an index -> sitemaps; one more is tolerated).
+MAX_SITEMAP_DEPTH = 2
+# The pages a sitemap lists count as one link from a seed (so --max-depth 0 keeps to
+# the seeds).
+SITEMAP_LINK_DEPTH = 1
 
 
 @dataclass(frozen=True)
@@ -89,17 +128,26 @@ class CrawlSummary:
     not_modified: int
     duplicates: int
     robots_excluded: int
+    requisites: int
+    sitemaps: int
     queued: int
     hosts: int
     seconds: float
     warc_files: tuple[str, ...]
     shards: int = 1
+    error_reasons: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_row(
-        cls, row: Row, seconds: float, warc_files: Iterable[str], shards: int = 1
+        cls,
+        row: Row,
+        seconds: float,
+        warc_files: Iterable[str],
+        shards: int = 1,
+        errors: Iterable[Row] = (),
     ) -> CrawlSummary:
-        """The summary of the run whose `crawl_runs` row is `row`."""
+        """The summary of the run whose `crawl_runs` row is `row`; `errors`: its
+        `crawl_run_errors` rows."""
         counts = {k: int(row[k]) for k in (*COUNTERS, "queued", "hosts")}
         return cls(
             source=str(row["source"]),
@@ -107,12 +155,14 @@ class CrawlSummary:
             seconds=seconds,
             warc_files=tuple(warc_files),
             shards=shards,
+            error_reasons=tuple(error_reasons(errors).items()),
             **counts,
         )
 
     def as_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["warc_files"] = list(self.warc_files)
+        d["error_reasons"] = dict(self.error_reasons)
         d["pages_per_second"] = round(self.pages / self.seconds, 1) if self.seconds else 0.0
         return d
 
@@ -160,6 +210,7 @@ class CrawlEngine:
             allow_private=settings.allow_private,
             total_timeout=settings.timeout,
             max_body=settings.max_body,
+            max_decoded=settings.max_body,  # one cap, on the wire and decoded
             limit=self.concurrency * 2,
         )
         self.scope: Scope = settings.make_scope()
@@ -184,10 +235,13 @@ class CrawlEngine:
         self.totals: dict[str, int] = {}
         # Known URLs with validators for a conditional GET, and the capture they confirm.
         self._validators: dict[int, Pending] = {}
-        self._waiting: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+        # URLs waiting for their site's robots.txt: (url, key, depth, hop)
+        self._waiting: dict[str, list[tuple[str, int, int, int]]] = defaultdict(list)
         self._robots_inflight: set[str] = set()
         self._refused: dict[str, str] = {}  # site -> why it may not be fetched at all
         self._recent: dict[str, int] = {}  # link -> least depth it was offered at
+        self._redirects: dict[int, int] = {}  # URL key -> redirects in a row to it
+        self._recent_embeds: set[str] = set()  # requisites offered (scope is no matter)
         self._tasks: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._seq = 0
@@ -199,7 +253,11 @@ class CrawlEngine:
         self._idle_since: float | None = None
         # A shard's run: each host's owner, and URLs of hosts that have none yet.
         self._owners: dict[str, int] = {}
-        self._unowned: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+        self._unowned: dict[str, list[tuple[str, int, int, int]]] = defaultdict(list)
+        # Seeds are fetched as a browser reads them, like every link; the Sitemap: lines
+        # of their sites' robots.txt files are read.
+        self._seeds = [url for seed in settings.seeds if (url := resolve(seed)) is not None]
+        self._seed_sites = {_site_key(seed) for seed in self._seeds}
         self._failure: BaseException | None = None
         self.pages: Pages | None = None
         self.fetcher: Fetcher | None = None
@@ -239,10 +297,15 @@ class CrawlEngine:
             raise
         await self._commit(final=True)
         files = await self.pages.close()
-        row = await self.store.run(lambda tx: tx.one("get_crawl_run", run=self.run_id), False)
+
+        def read(tx: Tx) -> tuple[Row | None, list[Row]]:
+            errors = tx.all("crawl_run_errors", source=self.source, run=self.run_id)
+            return tx.one("get_crawl_run", run=self.run_id), errors
+
+        row, errors = await self.store.run(read, False)
         assert row is not None
         return CrawlSummary.from_row(
-            row, time.monotonic() - t0, files, self.shard.count if self.shard else 1
+            row, time.monotonic() - t0, files, self.shard.count if self.shard else 1, errors
         )
 
     def _restore(self, loaded: Loaded) -> WarcSetup:
@@ -274,13 +337,26 @@ class CrawlEngine:
 
     def _discover_pending(self, loaded: Loaded) -> None:
         now = self.clock.now()
+        settings = self.settings
         for p in loaded.pending:
+            # Known requisites and sitemaps wait while their kind is turned off.
+            if (p.hop == Hop.EMBED and not settings.requisites) or (
+                p.hop == Hop.SITEMAP and not settings.sitemaps
+            ):
+                continue
             if p.etag or p.last_modified:
                 self._validators[p.hash] = p
-            self._admit(p.url, p.hash, p.depth, now)
-        # Seeds are fetched as a browser reads them, like every link.
-        seeds = [url for seed in self.settings.seeds if (url := resolve(seed)) is not None]
-        self._discover(seeds, depth=0, now=now)
+            self._admit(p.url, p.hash, p.depth, now, Hop(p.hop))
+        self._discover(self._seeds, depth=0, now=now)
+        if settings.sitemaps:
+            # Each seed host's /sitemap.xml, and the Sitemap: lines of the robots.txt
+            # files known already (a fresh robots.txt gives its own as it comes).
+            guesses = [
+                robots_url(seed).removesuffix("robots.txt") + "sitemap.xml" for seed in self._seeds
+            ]
+            self._discover(guesses, 0, now, Hop.SITEMAP)
+            for seed in {_site_key(seed): seed for seed in self._seeds}.values():
+                self._discover(self.robots.sitemaps(seed, now) or (), 0, now, Hop.SITEMAP)
         if loaded.pending:
             log.info(
                 "%s: run %s starts with %d known URLs to fetch",
@@ -386,7 +462,9 @@ class CrawlEngine:
             # The site's rules expired during the crawl (they last a day): its URLs wait
             # for robots.txt again, as new ones do, and are admitted under the new rules.
             self.workbench.on_withdraw(fetch)
-            self._waiting[_site_key(fetch.url)].append((fetch.url, fetch.key, fetch.depth))
+            self._waiting[_site_key(fetch.url)].append(
+                (fetch.url, fetch.key, fetch.depth, fetch.hop)
+            )
             self._need_robots(fetch.url)
             return
         if not allowed:  # queued before robots.txt was fetched again, which forbids it
@@ -394,7 +472,8 @@ class CrawlEngine:
             self.batch.counts["robots_excluded"] += 1
             self.ledger.finish(self.batch, fetch.key, "robots", now=now)
             return
-        self._started += 1
+        if fetch.hop is not Hop.SITEMAP:  # a page limit counts pages and requisites
+            self._started += 1
         self._spawn(self._fetch(fetch))
 
     def _spawn(self, coro: Any) -> None:
@@ -418,11 +497,29 @@ class CrawlEngine:
 
     # -- admission: scope, sieve, robots.txt ----------------------------------------------
 
-    def _discover(self, links: list[str] | tuple[str, ...], depth: int, now: float) -> None:
-        """Send links found `depth` hops from a seed through scope and sieve. Links are
-        URLs as `thresher.weburl.resolve` gives them: each is fetched as it is, and
-        keyed by the hash of its canonical form."""
+    def _discover(
+        self, links: list[str] | tuple[str, ...], depth: int, now: float, hop: Hop = Hop.LINK
+    ) -> None:
+        """Send links found `depth` hops from a seed through scope and sieve; requisites
+        and sitemaps (`hop`) through the sieve only. Links are URLs as
+        `thresher.weburl.resolve` gives them: each is fetched as it is, and keyed by the
+        hash of its canonical form."""
         fresh: list[tuple[str, int]] = []
+        if hop is not Hop.LINK:
+            offered = self._recent_embeds
+            if len(offered) > RECENT_LINKS:
+                offered.clear()
+            for link in links:
+                if link in offered:
+                    continue
+                offered.add(link)
+                try:
+                    canon = key_of(link)
+                except InvalidURL:
+                    continue
+                fresh.append((link, url_hash(canon)))
+            self._offer(fresh, depth, now, hop)
+            return
         # BUbiNG's URL cache: most links on a page were on the last pages too, and once a
         # link went through scope and sieve at some depth, the answer is the same for it
         # at that depth or deeper — so skip canonicalising it again.
@@ -440,21 +537,49 @@ class CrawlEngine:
                 continue
             if self.scope.allows_canonical(canon, depth):
                 fresh.append((link, url_hash(canon)))
+        self._offer(fresh, depth, now, hop)
+
+    def _in_scope(self, fetch: Fetch) -> bool:
+        """Whether a fetched URL is in the crawl's scope at its depth (by its key)."""
+        try:
+            return self.scope.allows_canonical(key_of(fetch.url), fetch.depth)
+        except InvalidURL:
+            return False
+
+    def _discover_listed(self, sitemap: Sitemap, now: float) -> None:
+        """The pages a sitemap lists: links one hop from the seeds, if in scope, each with
+        its lastmod kept (on a known URL too)."""
+        fresh: list[tuple[str, int]] = []
+        for link, lastmod in sitemap.urls:
+            try:
+                canon = key_of(link)
+            except InvalidURL:
+                continue
+            if self.scope.allows_canonical(canon, SITEMAP_LINK_DEPTH):
+                h = url_hash(canon)
+                fresh.append((link, h))
+                if lastmod is not None:
+                    self.ledger.lastmod(self.batch, h, lastmod)
+        self._offer(fresh, SITEMAP_LINK_DEPTH, now, Hop.LINK)
+
+    def _offer(self, fresh: list[tuple[str, int]], depth: int, now: float, hop: Hop) -> None:
+        """URLs to fetch and their keys through the sieve: the new ones are recorded, and
+        fetched here or sent to their host's shard."""
         shard = self.shard
         for url, h in self.sieve.offer_hashed(fresh):
             self._seq += 1
             host = host_of(url)
-            self.ledger.insert(self.batch, url, h, host, depth, self._seq)
+            self.ledger.insert(self.batch, url, h, host, depth, self._seq, hop)
             if shard is None:
-                self._admit(url, h, depth, now)
+                self._admit(url, h, depth, now, hop)
                 continue
             owner = self._owners.get(host)
             if owner is None:
-                self._unowned[host].append((url, h, depth))
+                self._unowned[host].append((url, h, depth, hop))
             elif owner == shard.index:
-                self._admit(url, h, depth, now)
+                self._admit(url, h, depth, now, hop)
             else:
-                self.ledger.send(self.batch, owner, url, h, depth)
+                self.ledger.send(self.batch, owner, url, h, depth, hop)
 
     def _owned(self, unowned: Unowned, owners: dict[str, int], now: float) -> None:
         """Hosts given owners by a commit: this shard's URLs of its own are fetched (the
@@ -463,27 +588,27 @@ class CrawlEngine:
         self._owners.update(owners)
         for host, urls in unowned.items():
             if owners[host] == self.shard.index:
-                for url, h, depth in urls:
-                    self._admit(url, h, depth, now)
+                for url, h, depth, hop in urls:
+                    self._admit(url, h, depth, now, Hop(hop))
 
     def _receive(self, urls: list[Pending], now: float) -> None:
         """URLs another shard found on this shard's hosts (already in `crawl_urls`)."""
         assert self.shard is not None
-        depths = {p.hash: p.depth for p in urls}
+        known = {p.hash: p for p in urls}
         for url, h in self.sieve.offer_hashed((p.url, p.hash) for p in urls):
             self._owners[host_of(url)] = self.shard.index
-            self._admit(url, h, depths[h], now)
+            self._admit(url, h, known[h].depth, now, Hop(known[h].hop))
 
-    def _admit(self, url: str, h: int, depth: int, now: float) -> None:
+    def _admit(self, url: str, h: int, depth: int, now: float, hop: Hop = Hop.LINK) -> None:
         if self._refused:
             refused = self._refused.get(_site_key(url))
             if refused is not None:
-                self.batch.counts["errors"] += 1
+                self.batch.counts["errors"] += hop is not Hop.SITEMAP
                 self.ledger.finish(self.batch, h, "error", now=now, error=refused)
                 return
         allowed = self.robots.allowed(url, now)
         if allowed is None:
-            self._waiting[_site_key(url)].append((url, h, depth))
+            self._waiting[_site_key(url)].append((url, h, depth, hop))
             self._need_robots(url)
         elif not allowed:
             self.batch.counts["robots_excluded"] += 1
@@ -492,7 +617,7 @@ class CrawlEngine:
             host = host_of(url)
             if self.workbench.host(host) is None:
                 self.workbench.set_crawl_delay(host, self.robots.crawl_delay(url, now))
-            if not self.workbench.add(url, depth, now, h):
+            if not self.workbench.add(url, depth, now, h, hop):
                 self.ledger.finish(self.batch, h, "capped", now=now)
 
     def _need_robots(self, url: str) -> None:
@@ -513,14 +638,21 @@ class CrawlEngine:
             if self.turns is not None:
                 await self.turns.give(host)
             log.warning("%s: not crawled: %s", site, exc)
-            self._refused[site] = str(exc)
+            self._refused[site] = error_text(exc)
             self._robots_inflight.discard(site)
-            for u, h, depth in self._waiting.pop(site, []):
-                self._admit(u, h, depth, self.clock.now())
+            for u, h, depth, hop in self._waiting.pop(site, []):
+                self._admit(u, h, depth, self.clock.now(), Hop(hop))
             return
         now = self.clock.now()
         self.robots.on_robots(url, answer.status, answer.body, now)
         self.ledger.robots(self.batch, site, answer.status, answer.body, now)
+        if (
+            self.settings.sitemaps
+            and site in self._seed_sites
+            and answer.status is not None
+            and 200 <= answer.status < 300
+        ):
+            self._discover(self.robots.sitemaps(url, now) or (), 0, now, Hop.SITEMAP)
         if answer.response is not None:
             await self._archive(_exchange(answer.response), lambda processed: None)
         if answer.error:
@@ -529,17 +661,28 @@ class CrawlEngine:
             )
         delay = self.robots.crawl_delay(url, now)
         waiting = self._waiting.pop(site, [])
-        for name in {host_of(u) for u, _, _ in waiting}:
+        for name in {host_of(u) for u, _, _, _ in waiting}:
             self.workbench.set_crawl_delay(name, delay)
         # robots.txt was a request to the host like any other: the first page waits.
         self.workbench.on_side_fetch(host, now)
         if self.turns is not None:
             await self.turns.give(host)
         self._robots_inflight.discard(site)
-        for u, h, depth in waiting:
-            self._admit(u, h, depth, now)
+        for u, h, depth, hop in waiting:
+            self._admit(u, h, depth, now, Hop(hop))
 
     # -- one fetch ------------------------------------------------------------------------
+
+    def _count_hop(self, link: str, hops: int) -> None:
+        """Remember that `link` (as `resolve` gave it) is reached by `hops` redirects in a
+        row, under the key its fetch will have."""
+        try:
+            key = url_hash(key_of(link))
+        except InvalidURL:
+            return
+        if len(self._redirects) > RECENT_LINKS:  # targets never fetched (out of scope …)
+            self._redirects.clear()
+        self._redirects[key] = hops
 
     async def _resolve(self, name: str) -> list[str]:
         assert self.fetcher is not None
@@ -550,7 +693,8 @@ class CrawlEngine:
         if self.turns is not None:
             until = await self.turns.take(fetch.host, fetch.url)
             if until is not None:  # another worker's turn
-                self._started -= 1
+                if fetch.hop is not Hop.SITEMAP:
+                    self._started -= 1
                 self.workbench.on_held(fetch, until)
                 return
         try:
@@ -569,13 +713,18 @@ class CrawlEngine:
                 headers["If-None-Match"] = known.etag
             if known.last_modified:
                 headers["If-Modified-Since"] = known.last_modified
+        # Sitemaps are fetched beside the crawl, as robots.txt is: not counted as pages,
+        # errors or redirects (a site without /sitemap.xml is not at fault).
+        counted = fetch.hop is not Hop.SITEMAP
         try:
             resp = await self.fetcher.get(fetch.url, headers)
         except FetchError as exc:
             final = isinstance(exc, PermanentError)
             if not self.workbench.on_done(fetch, self.clock.now(), None, final=final):
-                self.batch.counts["errors"] += 1
-                self.ledger.finish(self.batch, h, "error", now=self.clock.now(), error=str(exc))
+                self.batch.counts["errors"] += counted
+                self.ledger.finish(
+                    self.batch, h, "error", now=self.clock.now(), error=error_text(exc)
+                )
             return
         now = self.clock.now()
         status = resp.status
@@ -585,7 +734,7 @@ class CrawlEngine:
         if is_failure(status) or 400 <= status < 500:
 
             def error(p: Processed) -> None:
-                self.batch.counts["errors"] += 1
+                self.batch.counts["errors"] += counted
                 self.ledger.finish(
                     self.batch,
                     h,
@@ -600,9 +749,27 @@ class CrawlEngine:
         elif 300 <= status < 400 and status != 304:
             target = resp.location
             link = None if target is None else resolve(target)  # an http(s) URL, or none
+            hops = self._redirects.pop(h, 0) + 1  # this answer's place in a chain
+            if link is not None and hops > MAX_REDIRECTS:
+
+                def too_many(p: Processed) -> None:
+                    self.batch.counts["errors"] += counted
+                    self.ledger.finish(
+                        self.batch,
+                        h,
+                        "error",
+                        now=now,
+                        status=status,
+                        error=f"{TOO_MANY_REDIRECTS}: {fetch.url} is the {hops}th redirect"
+                        f" in a row (at most {MAX_REDIRECTS} are followed); not to {target}",
+                        warc=(p.filename, p.offset),
+                    )
+
+                await self._archive(_exchange(resp), too_many)
+                return
 
             def redirect(p: Processed) -> None:
-                self.batch.counts["redirects"] += 1
+                self.batch.counts["redirects"] += counted
                 self.ledger.finish(
                     self.batch,
                     h,
@@ -611,14 +778,15 @@ class CrawlEngine:
                     status=status,
                     warc=(p.filename, p.offset),
                 )
-                if link is not None:
-                    self._discover([link], fetch.depth, now)
+                if link is not None:  # a requisite's target is one, a sitemap's a sitemap
+                    self._discover([link], fetch.depth, now, fetch.hop)
+                    self._count_hop(link, hops)
 
             await self._archive(_exchange(resp, outlinks=(target,) if target else ()), redirect)
         elif status == 304:
 
             def not_modified(p: Processed) -> None:
-                self.batch.counts["not_modified"] += 1
+                self.batch.counts["not_modified"] += counted
                 self.ledger.finish(
                     self.batch,
                     h,
@@ -637,18 +805,26 @@ class CrawlEngine:
         else:
             robots_tag = (resp.header("X-Robots-Tag") or "").lower()
             follow = "nofollow" not in robots_tag and "none" not in robots_tag
+            hop = fetch.hop
+            # An embed is fetched wherever it is; its links are followed only if it is in
+            # scope itself (a stylesheet's own requisites always are).
+            read_links = hop is Hop.LINK or (hop is Hop.EMBED and self._in_scope(fetch))
 
             def page(p: Processed) -> None:
                 counts = self.batch.counts
-                counts["pages"] += 1
+                counts[_COUNTER[hop]] += 1
                 counts["bytes"] += len(resp.body)
                 counts["duplicates"] += p.duplicate
+                sitemap = p.sitemap
+                if sitemap is not None and sitemap.error:
+                    log.warning("%s: sitemap %s: %s", self.source, fetch.url, sitemap.error)
                 self.ledger.finish(
                     self.batch,
                     h,
                     "done",
                     now=now,
                     status=status,
+                    error=sitemap.error if sitemap is not None else None,
                     replace=True,
                     etag=resp.header("ETag"),
                     last_modified=resp.header("Last-Modified"),
@@ -656,10 +832,23 @@ class CrawlEngine:
                     warc=(p.filename, p.offset),
                     capture=p.capture,
                 )
+                if sitemap is not None:
+                    self._discover_listed(sitemap, now)
+                    if sitemap.sitemaps and fetch.depth < MAX_SITEMAP_DEPTH:
+                        self._discover(sitemap.sitemaps, fetch.depth + 1, now, Hop.SITEMAP)
+                if p.requisites:  # nofollow or not: the page needs them to be seen
+                    self._discover(p.requisites, fetch.depth, now, Hop.EMBED)
                 if follow and not p.nofollow and p.links:
                     self._discover(p.links, fetch.depth + 1, now)
 
-            await self._archive(_exchange(resp, page=resp.decode_error is None), page)
+            ex = _exchange(
+                resp,
+                page=resp.decode_error is None,
+                follow=read_links,
+                requisites=self.settings.requisites and hop is not Hop.SITEMAP,
+                sitemap=hop is Hop.SITEMAP,
+            )
+            await self._archive(ex, page)
 
     async def _archive(self, ex: Exchange, record: Callable[[Processed], None]) -> None:
         """Archive `ex`, then `record` what became of it in the batch — both or neither
@@ -756,12 +945,19 @@ class CrawlEngine:
                 await self.pages.abandon()
 
 
+# Which counter a stored 2xx answer adds to, by how its URL was reached.
+_COUNTER = {Hop.LINK: "pages", Hop.EMBED: "requisites", Hop.SITEMAP: "sitemaps"}
+
+
 def _exchange(
     resp: Response,
     *,
     page: bool = False,
     outlinks: tuple[str, ...] = (),
     confirms: Capture | None = None,
+    follow: bool = True,
+    requisites: bool = False,
+    sitemap: bool = False,
 ) -> Exchange:
     return Exchange(
         url=resp.url,
@@ -775,4 +971,7 @@ def _exchange(
         page=page,
         outlinks=outlinks,
         confirms=confirms,
+        follow=follow,
+        requisites=requisites,
+        sitemap=sitemap,
     )

@@ -53,10 +53,13 @@ COUNTERS = (
     "not_modified",
     "duplicates",
     "robots_excluded",
+    "requisites",
+    "sitemaps",
 )
 
-# The counters of URLs a run is done with (a page limit counts these).
-FINISHED = ("pages", "errors", "redirects", "not_modified")
+# The counters of URLs a run is done with (a page limit counts these: requisites too,
+# sitemaps not, as robots.txt not).
+FINISHED = ("pages", "errors", "redirects", "not_modified", "requisites")
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,8 @@ class ShardState:
     owners: dict[str, int] = field(default_factory=dict)
 
 
-# URLs of hosts without an owner yet, by host: (url, hash, depth).
-Unowned = Mapping[str, list[tuple[str, int, int]]]
+# URLs of hosts without an owner yet, by host: (url, hash, depth, hop).
+Unowned = Mapping[str, list[tuple[str, int, int, int]]]
 
 
 def to_signed(h: int) -> int:
@@ -111,6 +114,7 @@ class Pending:
     # The capture the validators came from, as far as the store knows it: what a 304
     # answer to them confirms.
     capture: Capture | None = None
+    hop: int = 0  # thresher.frontier.Hop
 
 
 @dataclass
@@ -130,7 +134,7 @@ class Loaded:
 
 # A batch's rows are tuples in the order its query reads them (see queries/crawl.sql):
 # the commit writes each kind in one statement, as a JSON array.
-Insert = tuple[int, str, str, int, int]  # hash (signed), url, host, depth, seq
+Insert = tuple[int, str, str, int, int, int]  # hash (signed), url, host, depth, seq, hop
 Finish = tuple[
     int,
     str,
@@ -148,7 +152,8 @@ Finish = tuple[
     str | None,
 ]  # hash, state, status, error, fresh, etag, last_modified, digest, fetched_at, warc,
 #   capture (uri, date, record id)
-Send = tuple[int, int, str, int]  # shard, hash (signed), url, depth
+Send = tuple[int, int, str, int, int]  # shard, hash (signed), url, depth, hop
+Lastmod = tuple[int, str]  # hash (signed), lastmod
 
 
 @dataclass
@@ -160,6 +165,7 @@ class Batch:
     robots: list[dict[str, Any]] = field(default_factory=list)
     sends: list[Send] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    lastmods: list[Lastmod] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.finishes) + len(self.robots)
@@ -172,6 +178,7 @@ class Batch:
             self.robots + later.robots,
             self.sends + later.sends,
             {k: self.counts[k] + later.counts[k] for k in COUNTERS},
+            self.lastmods + later.lastmods,
         )
 
 
@@ -241,6 +248,7 @@ class CrawlLedger:
                 r["etag"],
                 r["last_modified"],
                 _capture(r, digests) if r["etag"] or r["last_modified"] else None,
+                hop=int(r["hop"]),
             )
             for r in rows
         ]
@@ -282,28 +290,35 @@ class CrawlLedger:
         if not sends:
             return
         # PostgreSQL's upsert may not touch a row twice in one statement: each URL goes
-        # once, at its least depth, as a row per send would leave it.
+        # once, at its least depth and hop, as a row per send would leave it.
         least: dict[tuple[int, int], Send] = {}
         for row in sends:
             key = (row[0], row[1])
             earlier = least.get(key)
-            if earlier is None or row[3] < earlier[3]:
-                least[key] = row
+            if earlier is not None:
+                row = (*row[:3], min(row[3], earlier[3]), min(row[4], earlier[4]))
+            least[key] = row
         tx.execute("send_crawl_urls", run=self.run, rows=_json(least.values()))
 
     def _hashes(self, tx: Tx) -> Iterator[int]:
         for row in tx.stream("crawl_hashes", source=self.source):
             yield from_signed(row["hash"])
 
-    def insert(self, batch: Batch, url: str, h: int, host: str, depth: int, seq: int) -> None:
-        batch.inserts.append((to_signed(h), url, host, depth, seq))
+    def insert(
+        self, batch: Batch, url: str, h: int, host: str, depth: int, seq: int, hop: int = 0
+    ) -> None:
+        batch.inserts.append((to_signed(h), url, host, depth, seq, hop))
 
-    def send(self, batch: Batch, shard: int, url: str, h: int, depth: int) -> None:
+    def lastmod(self, batch: Batch, h: int, lastmod: str) -> None:
+        """What a sitemap says of the URL's last change (it is inserted or known)."""
+        batch.lastmods.append((to_signed(h), lastmod))
+
+    def send(self, batch: Batch, shard: int, url: str, h: int, depth: int, hop: int = 0) -> None:
         """Hand a URL of another shard's host to that shard (after `insert`)."""
-        batch.sends.append(self._inbox_row(shard, url, h, depth))
+        batch.sends.append(self._inbox_row(shard, url, h, depth, hop))
 
-    def _inbox_row(self, shard: int, url: str, h: int, depth: int) -> Send:
-        return (shard, to_signed(h), url, depth)
+    def _inbox_row(self, shard: int, url: str, h: int, depth: int, hop: int) -> Send:
+        return (shard, to_signed(h), url, depth, hop)
 
     def finish(
         self,
@@ -386,6 +401,9 @@ class CrawlLedger:
             tx.execute(
                 "insert_crawl_urls", source=self.source, run=self.run, rows=_json(batch.inserts)
             )
+        if batch.lastmods:
+            lastmods = {row[0]: row for row in batch.lastmods}.values()  # the last one read
+            tx.execute("set_crawl_lastmods", source=self.source, rows=_json(lastmods))
         if batch.finishes:
             # One row per URL, as the UPDATE joins them: should a URL finish twice in a
             # batch, the last one counts.
@@ -400,14 +418,14 @@ class CrawlLedger:
             tx,
             batch.sends
             + [
-                self._inbox_row(owners[host], url, h, depth)
+                self._inbox_row(owners[host], url, h, depth, hop)
                 for host, urls in (unowned or {}).items()
                 if owners[host] != shard.index
-                for url, h, depth in urls
+                for url, h, depth, hop in urls
             ],
         )
         received = [
-            Pending(r["url"], from_signed(r["hash"]), r["depth"], None, None)
+            Pending(r["url"], from_signed(r["hash"]), r["depth"], None, None, hop=int(r["hop"]))
             for r in tx.all("drain_crawl_inbox", run=self.run, shard=shard.index)
         ]
         # Taking URLs and saying busy in one transaction: no peer can see the URLs gone

@@ -10,19 +10,26 @@ lets the engine commit a batch with the WARC position that covers it.
 The writer also remembers the payload digest of every page stored (this crawl's and
 earlier runs'), so a page identical to an earlier one becomes a `revisit` record naming
 the capture that holds the payload; and a 304 becomes a server-not-modified `revisit` of
-the capture its validators came from (`Exchange.confirms`).
+the capture its validators came from (`Exchange.confirms`), a requisite's as a page's.
+
+What is read in a 2xx answer, the engine says per exchange: an HTML page's links
+(`follow`) and its requisites (`requisites`: what it embeds, and the URLs inside a
+stylesheet, `thresher.parse.css`), or the URLs a sitemap lists (`sitemap`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from ..childproc import spawn_pool
-from ..parse import extract_links, is_html
+from ..parse import decode_css, extract_links, is_css, is_html
+from ..parse.css import css_urls
+from ..parse.links import resolver
+from ..parse.sitemaps import Sitemap, read_sitemap
 from ..store.warc import Capture, WarcPosition, WarcWriter, payload_digest
 
 __all__ = [
@@ -64,6 +71,9 @@ class Exchange:
     outlinks: tuple[str, ...] = ()  # what to record as outlinks when not a page
     # A 304: the capture it confirms, as far as it is known (at least its URI).
     confirms: Capture | None = None
+    follow: bool = True  # a page: read an HTML page (its links; requisites if asked)
+    requisites: bool = False  # a page: read what it embeds (HTML if followed; CSS)
+    sitemap: bool = False  # a page: read it as a sitemap instead
 
 
 @dataclass(frozen=True)
@@ -77,6 +87,8 @@ class Processed:
     # Of a 2xx answer: the record that holds its payload (its own, or the original's if a
     # duplicate), which a later 304 confirms.
     capture: Capture | None = None
+    requisites: list[str] = field(default_factory=list)
+    sitemap: Sitemap | None = None
 
 
 class PageWriter:
@@ -94,14 +106,22 @@ class PageWriter:
 
     def process(self, ex: Exchange) -> Processed:
         links: list[str] = []
+        requisites: list[str] = []
+        sitemap: Sitemap | None = None
         nofollow = False
         digest: str | None = None
         earlier: Capture | None = None
         if ex.page:
             content = ex.body if ex.content is None else ex.content
-            if is_html(ex.content_type, content):
-                parsed = extract_links(content, ex.url, ex.content_type)
-                links, nofollow = parsed.links, parsed.nofollow
+            if ex.sitemap:
+                sitemap = read_sitemap(content, ex.url)
+            elif ex.follow and is_html(ex.content_type, content):
+                parsed = extract_links(content, ex.url, ex.content_type, requisites=ex.requisites)
+                links, nofollow, requisites = parsed.links, parsed.nofollow, parsed.requisites
+            elif ex.requisites and is_css(ex.content_type, ex.url):
+                resolve = resolver(ex.url)
+                found = (resolve(u) for u in css_urls(decode_css(content, ex.content_type)))
+                requisites = [u for u in found if u is not None]
             digest = payload_digest(ex.body)
             earlier = self.digests.get(digest)
         rec = self.warc.write_exchange(
@@ -115,13 +135,21 @@ class PageWriter:
             # A 304 with a body (no server should send one) is kept as it came.
             not_modified_of=None if ex.body else ex.confirms,
             payload_digest=digest,
-            outlinks=links if ex.page else ex.outlinks,
+            outlinks=[*requisites, *links] if ex.page else ex.outlinks,
         )
         capture = earlier
         if digest is not None and earlier is None:
             capture = self.digests[digest] = Capture(ex.url, rec.date, rec.record_id, digest)
         return Processed(
-            links, nofollow, digest, earlier is not None, rec.filename, rec.offset, capture
+            links,
+            nofollow,
+            digest,
+            earlier is not None,
+            rec.filename,
+            rec.offset,
+            capture,
+            requisites,
+            sitemap,
         )
 
     def sync(self) -> WarcPosition:

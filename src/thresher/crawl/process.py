@@ -37,6 +37,7 @@ from ..errors import PermanentError, TransientError
 from ..fetch.leases import HostLeases
 from ..jobs.retry import is_transient
 from ..jobs.worker import is_dead_here
+from ..redact import RedactingFilter, remember
 from ..runtime import tune_process, tuned
 from ..store.aio import AsyncStore
 from .engine import CrawlEngine, CrawlSummary
@@ -308,6 +309,8 @@ def _run(spec: Any) -> bytes:
     handler.setFormatter(
         logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S")
     )
+    handler.addFilter(RedactingFilter())
+    remember(spec.store_url)
     root.handlers = [handler]
     try:
         answer: tuple[str, Any] = ("ok", asyncio.run(_crawl(spec)))

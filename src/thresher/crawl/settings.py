@@ -16,9 +16,11 @@ from ..config import DEFAULT_USER_AGENT
 from ..errors import SourceError
 from ..frontier import Politeness, Scope
 
-__all__ = ["MAX_SHARDS", "CrawlSettings"]
+__all__ = ["MAX_CONCURRENCY", "MAX_SHARDS", "CrawlSettings"]
 
 MAX_SHARDS = 256
+# Fetches in flight, in all: each may hold up to max_body bytes twice (wire, decoded).
+MAX_CONCURRENCY = 1024
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,10 @@ class CrawlSettings:
     host_connections: int = 1
     user_agent: str = DEFAULT_USER_AGENT
     allow_private: bool = False
+    # Fetch what pages embed (images, stylesheets, scripts, fonts …), in scope or not,
+    # and read the seed hosts' sitemaps (robots.txt Sitemap: lines and /sitemap.xml).
+    requisites: bool = True
+    sitemaps: bool = True
     timeout: float = 60.0
     max_body: int = 50 * 2**20
     warc_max_size: int = 1_000_000_000
@@ -53,8 +59,9 @@ class CrawlSettings:
     def __post_init__(self) -> None:
         if not self.seeds:
             raise SourceError("a crawl needs at least one seed URL")
-        if self.concurrency < 1 or self.host_connections < 1:
-            raise SourceError("concurrency and host connections must be at least 1")
+        for name in ("concurrency", "host_connections"):
+            if not 1 <= getattr(self, name) <= MAX_CONCURRENCY:
+                raise SourceError(f"{name} must be from 1 to {MAX_CONCURRENCY}")
         if not 1 <= self.shards <= MAX_SHARDS:
             raise SourceError(f"shards must be from 1 to {MAX_SHARDS}")
         if self.delay < 0:

@@ -11,7 +11,9 @@ The limits a crawler of strangers' servers needs are enforced here, once:
   unless `allow_private` (see `guard`), for IP literals, for every name resolved, and
   again on the exact address of every socket opened;
 - size: `max_body` bytes on the wire (refused early from Content-Length, else as bytes
-  arrive) and `max_decoded` bytes once Content-Encoding is undone (see `decoding`);
+  arrive) and `max_decoded` bytes (or the caller's lower `max_body`) once
+  Content-Encoding is undone, off the event loop and within `total_timeout` (see
+  `decoding`); a caller's `truncate` cuts both instead of refusing;
 - time: `connect_timeout` per connection attempt, silence (`stall_timeout` before any
   of the body came, growing with the body received to `read_timeout`; see `deadlines`),
   and `total_timeout` for the whole exchange. The total includes waiting for a free pooled
@@ -37,8 +39,16 @@ from w3lib.url import safe_url_string
 from yarl import URL
 
 from thresher.clock import Clock
-from thresher.fetch.deadlines import Deadlines, Exchange
-from thresher.fetch.decoding import ACCEPT_ENCODING, DecodedTooLarge, decode_content
+from thresher.fetch.deadlines import TOTAL_EXPIRED, Deadlines, Exchange
+from thresher.fetch.decoding import (
+    ACCEPT_ENCODING,
+    DecodedTooLarge,
+    DecodeTimeout,
+    Decoding,
+    Undecodable,
+    decode_off_loop,
+    parse_codings,
+)
 from thresher.fetch.dns import DNSCache, GuardedResolver, Lookup
 from thresher.fetch.errors import (
     AddressRefused,
@@ -56,10 +66,6 @@ from thresher.fetch.response import Response
 __all__ = ["FetchSettings", "Fetcher", "request_url"]
 
 DEFAULT_USER_AGENT = "Thresher/0.1 (+https://github.com/thresher-crawler/thresher)"
-
-# Bodies above this are decoded in a worker thread (zlib and brotli release the GIL), so
-# inflating a large file does not stall every other fetch and the job heartbeats.
-_THREAD_DECODE = 256 * 1024
 
 # aiohttp's default (8190 bytes per header line) refuses real sites with long cookies or
 # Content-Security-Policy headers; browsers accept far more.
@@ -258,9 +264,10 @@ class Fetcher:
     ) -> Response:
         """GET `url` once, with the User-Agent and `headers` (which win over the
         defaults). Redirects are returned, not followed. Raises only FetchErrors.
-        `max_body` lowers the settings' limit for this request. `truncate`: a longer body
-        is not refused but cut, on the wire and once decoded, to its first `truncate`
-        bytes (`Response.truncated`); the rest is not read."""
+        `max_body` lowers the settings' limits for this request, on the wire and once
+        decoded. `truncate`: a longer body is not refused but cut, on the wire and once
+        decoded, to its first `truncate` bytes (`Response.truncated`); the rest is not
+        read, nor decoded."""
         session, deadlines = self._session, self._deadlines
         if session is None or deadlines is None:
             raise RuntimeError("Fetcher.get() called outside 'async with Fetcher()'")
@@ -279,6 +286,7 @@ class Fetcher:
         exchange = deadlines.start()
         try:
             resp = await session.get(target, headers=headers, allow_redirects=False)
+            exchange.head = True
             exchange.hear()
             body, truncated = await self._read_body(resp, url, max_body, exchange, truncate)
         except BaseException as exc:
@@ -292,7 +300,7 @@ class Fetcher:
                 and exchange.task.uncancel() == 0
                 and isinstance(exc, Exception | asyncio.CancelledError)
             ):
-                raise FetchTimeout(url, exchange.expired) from None
+                raise FetchTimeout(url, self._expired(exchange.expired)) from None
             if isinstance(exc, FetchError):
                 raise exc.for_url(url) from None
             if isinstance(exc, Exception):
@@ -306,7 +314,11 @@ class Fetcher:
         else:
             resp.release()
         encoding = resp.headers.getall("Content-Encoding", None)
-        content, decode_error = await self._decode(body, encoding, url, truncate)
+        # Decoding counts towards the total timeout too (loop time is time.monotonic()).
+        deadline = exchange.started + self.settings.total_timeout
+        content, decode_error, cut = await self._decode(
+            body, encoding, url, max_body, deadline, truncate
+        )
         reason = resp.reason or ""
         if not reason.isascii():
             # aiohttp decodes the reason as UTF-8 (surrogates for bad bytes); back to the
@@ -325,8 +337,13 @@ class Fetcher:
             request_head=_request_head(resp),
             started=started,
             elapsed=time.perf_counter() - t0,
-            truncated=truncated,
+            truncated=truncated or cut,
         )
+
+    def _expired(self, why: str) -> str:
+        if why == TOTAL_EXPIRED:
+            return f"{why} ({self.settings.total_timeout:g} s)"
+        return why  # a silence's reason names the silence allowed
 
     async def _read_body(
         self,
@@ -360,23 +377,48 @@ class Fetcher:
         return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), False
 
     async def _decode(
-        self, body: bytes, encoding: list[str] | None, url: str, truncate: int | None = None
-    ) -> tuple[bytes, str | None]:
+        self,
+        body: bytes,
+        encoding: list[str] | None,
+        url: str,
+        max_body: int | None,
+        deadline: float,
+        truncate: int | None,
+    ) -> tuple[bytes, str | None, bool]:
+        """(content, decode_error, whether the content was cut at `truncate`)."""
         if not encoding or not body:
             # An empty body has nothing to decode, though 304s and HEADs often name the
             # encoding the full body would have had.
-            return body, None
-        joined = ",".join(encoding)
-        limit = self.settings.max_decoded
-        partial = truncate is not None
+            return body, None, False
+        limit, name = self.settings.max_decoded, "max_decoded"
+        if max_body is not None and max_body < limit:
+            limit, name = max_body, "max_body"
         if truncate is not None:
+            # The body was read only so far: decode only so far, keep the start (robots.txt).
             limit = min(limit, truncate)
         try:
-            if len(body) > _THREAD_DECODE:
-                return await asyncio.to_thread(decode_content, body, joined, limit, partial=partial)
-            return decode_content(body, joined, limit, partial=partial)
+            decoding = Decoding(
+                body,
+                parse_codings(",".join(encoding)),
+                limit,
+                name,
+                partial=truncate is not None,
+            )
+        except LookupError as exc:
+            return body, f"unsupported content-encoding {exc.args[0]!r}", False
+        try:
+            await decode_off_loop(decoding, deadline)
         except DecodedTooLarge as exc:
             raise TooLarge(url, str(exc)) from None
+        except DecodeTimeout:
+            raise FetchTimeout(
+                url,
+                f"decoding the body ({decoding.size} bytes so far) went past"
+                f" total_timeout={self.settings.total_timeout:g} s",
+            ) from None
+        except Undecodable as exc:
+            return b"", str(exc), False
+        return decoding.content(), None, decoding.truncated
 
 
 def _check_headers(url: str, headers: Mapping[str, str]) -> None:

@@ -29,9 +29,20 @@ from __future__ import annotations
 import asyncio
 import math
 
-__all__ = ["PATIENCE_BYTES", "Deadlines", "Exchange"]
+__all__ = [
+    "HEAD_EXPIRED",
+    "PATIENCE_BYTES",
+    "READ_EXPIRED",
+    "TOTAL_EXPIRED",
+    "Deadlines",
+    "Exchange",
+]
 
 READ_EXPIRED = "no data from the server"  # the start of every silence's reason
+# aiohttp does not say when bytes of the head arrive, only when it is whole: a server
+# sending it a byte a second is not silent, just never done in time. Which of the two
+# happened cannot be told, so the reason for a head not in names both.
+HEAD_EXPIRED = "not a whole response head"
 TOTAL_EXPIRED = "the exchange exceeded total_timeout"
 
 # Bytes of body that buy a silent connection one second more than `stall_timeout`.
@@ -44,7 +55,7 @@ class Exchange:
     pooled connection), the body bytes received and the silence they allow, and once a
     deadline passed, why it was cancelled."""
 
-    __slots__ = ("_owner", "expired", "heard", "patience", "received", "started", "task")
+    __slots__ = ("_owner", "expired", "head", "heard", "patience", "received", "started", "task")
 
     def __init__(self, owner: Deadlines, task: asyncio.Task[object]) -> None:
         self._owner = owner
@@ -54,6 +65,12 @@ class Exchange:
         self.patience = owner.first_patience
         self.received = 0
         self.expired: str | None = None
+        self.head = True  # False from the request's sending until its answer's head is in
+
+    def sent(self) -> None:
+        """The request is sent: its answer's head is awaited, silence counts from now."""
+        self.head = False
+        self.hear()
 
     def hear(self, received: int = 0) -> None:
         """The request is sent, or the server sent something (`received` bytes of the
@@ -72,10 +89,17 @@ class Exchange:
 
     def silence(self) -> str:
         """Why a silent exchange was given up, for the error."""
+        owner = self._owner
+        if not self.head:
+            return (
+                f"{READ_EXPIRED}, or {HEAD_EXPIRED}, within {self.patience:.3g} s of sending"
+                f" the request (stall_timeout {owner.stall_timeout:g} s, at most"
+                f" read_timeout {owner.read_timeout:g} s)"
+            )
         return (
             f"{READ_EXPIRED} for {self.patience:.3g} s, after {self.received} bytes of the"
-            f" body (the silence allowed: stall_timeout {self._owner.stall_timeout:g} s,"
-            f" growing with the body to read_timeout {self._owner.read_timeout:g} s)"
+            f" body (the silence allowed: stall_timeout {owner.stall_timeout:g} s,"
+            f" growing with the body to read_timeout {owner.read_timeout:g} s)"
         )
 
 
@@ -126,10 +150,10 @@ class Deadlines:
             self._timer = self._loop.call_at(when, self._check)
 
     def heard(self, task: asyncio.Task[object] | None) -> None:
-        """`Exchange.hear` for `task`'s exchange, if it has one in flight."""
+        """`Exchange.sent` for `task`'s exchange, if it has one in flight."""
         exchange = self._live.get(task) if task is not None else None
         if exchange is not None:
-            exchange.hear()
+            exchange.sent()
 
     def finish(self, exchange: Exchange) -> None:
         """Stop watching `exchange` (whether it succeeded, failed or expired)."""

@@ -33,6 +33,9 @@ _MAX_REASON = 300
 class FetchError(JobError):
     """Base of every error `Fetcher.get` and `Fetcher.resolve` raise."""
 
+    kind = "fetch error"
+    """The reason in a word or two, by which a crawl's summary counts its errors."""
+
     def __init__(self, url: str, reason: str) -> None:
         # aiohttp's parser errors span several lines (with a caret under the bad byte);
         # the CLI and the job table want one line.
@@ -56,29 +59,43 @@ class AddressRefused(FetchError, PermanentError):
     """The host is, or resolves only to, an address we must not contact (private,
     loopback, link-local, multicast, reserved, unspecified) and allow_private is off."""
 
+    kind = "address refused"
+
 
 class DNSError(FetchError, TransientError):
     """The host name did not resolve (no such name, no answer, resolver failure)."""
 
+    kind = "DNS error"
+
 
 class FetchTimeout(FetchError, TransientError):
     """Connecting, waiting for the next byte, or the whole exchange took too long."""
+
+    kind = "timeout"
 
 
 class ConnectionFailed(FetchError, TransientError):
     """The connection was refused, reset, or closed before an answer came (TLS failures
     included)."""
 
+    kind = "connection failed"
+
 
 class TooLarge(FetchError, PermanentError):
     """The body is larger than max_body on the wire, or than max_decoded once decoded."""
+
+    kind = "too large"
 
 
 class BadResponse(FetchError, TransientError):
     """The server's answer is not valid HTTP: a malformed status line or header, a bogus
     Content-Length, a body shorter than announced."""
 
+    kind = "bad response"
+
 
 class InvalidRequestURL(FetchError, PermanentError):
     """The URL (or a header sent with it) cannot be requested: not http(s), no host, a
     bad port, characters that cannot be encoded."""
+
+    kind = "bad URL"

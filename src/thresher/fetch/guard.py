@@ -9,7 +9,11 @@ resolution, on every request (a redirect's target is a new request and is checke
 The policy is "globally routable unicast only". IPv6 addresses that carry an IPv4 address
 (IPv4-mapped ``::ffff:a.b.c.d``, 6to4 ``2002::/16``, the NAT64 well-known prefix
 ``64:ff9b::/96``) are judged by the IPv4 address inside, since that is where the packets
-end up.
+end up. Besides what Python's `ipaddress` knows (its tables vary between versions), the
+blocks of IANA's special-purpose registries that are not globally reachable are refused
+by a table of our own, and IPv6 outside ``2000::/3`` (the global unicast space: site-local
+``fec0::/10``, SRv6 ``5f00::/16``, discard-only ``100::/64``, the local-use NAT64
+``64:ff9b:1::/48`` …) is refused as reserved.
 
 `guarded_socket` is the last line: aiohttp calls it for every socket it opens, with the
 exact address about to be connected to, so nothing the resolver or an IP literal let
@@ -31,6 +35,33 @@ __all__ = ["GuardRefusal", "guarded_socket", "ip_literal", "refusal"]
 _IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+_GLOBAL_UNICAST = ipaddress.IPv6Network("2000::/3")
+
+# IANA special-purpose blocks (iana-ipv4-special-registry, iana-ipv6-special-registry,
+# as of 2025) that are not globally reachable and that some Python versions' ipaddress
+# lets through; IPv6 outside 2000::/3 is refused apart from these.
+_SPECIAL: tuple[tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, str], ...] = (
+    (ipaddress.IPv4Network("0.0.0.0/8"), "reserved (this network)"),
+    (ipaddress.IPv4Network("100.64.0.0/10"), "not globally routable"),
+    # 192.0.0.9 and 192.0.0.10 (PCP and TURN anycast) are the block's global exceptions.
+    (ipaddress.IPv4Network("192.0.0.0/29"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.0.8/32"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.0.11/32"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.0.12/30"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.0.16/28"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.0.32/27"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.0.64/26"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.0.128/25"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv4Network("192.0.2.0/24"), "reserved (documentation)"),
+    (ipaddress.IPv4Network("192.88.99.0/24"), "reserved (deprecated 6to4 relay anycast)"),
+    (ipaddress.IPv4Network("198.18.0.0/15"), "reserved (benchmarking)"),
+    (ipaddress.IPv4Network("198.51.100.0/24"), "reserved (documentation)"),
+    (ipaddress.IPv4Network("203.0.113.0/24"), "reserved (documentation)"),
+    (ipaddress.IPv4Network("240.0.0.0/4"), "reserved"),
+    (ipaddress.IPv6Network("2001::/23"), "reserved (IETF protocol assignments)"),
+    (ipaddress.IPv6Network("2001:db8::/32"), "reserved (documentation)"),
+    (ipaddress.IPv6Network("3fff::/20"), "reserved (documentation)"),
+)
 
 
 @lru_cache(maxsize=8192)
@@ -73,6 +104,11 @@ def _kind(ip: _IPAddress) -> str | None:
         return "private"
     if ip.is_reserved:
         return "reserved"
+    for network, name in _SPECIAL:
+        if ip.version == network.version and ip in network:
+            return name
+    if isinstance(ip, ipaddress.IPv6Address) and ip not in _GLOBAL_UNICAST:
+        return "reserved (outside 2000::/3, the global unicast space)"
     if not ip.is_global:
         return "not globally routable"
     return None

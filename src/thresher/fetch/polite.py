@@ -38,7 +38,8 @@ from ..frontier import (
 from ..frontier.politeness import IpState, is_failure
 from ..frontier.robots import MAX_ROBOTS_BYTES, Site, robots_body
 from .client import Fetcher, FetchSettings
-from .errors import FetchError, InvalidRequestURL
+from .errors import AddressRefused, FetchError, InvalidRequestURL
+from .guard import ip_literal, refusal
 from .leases import HOLD_MARGIN, HostLeases
 from .response import Response
 
@@ -143,10 +144,20 @@ class PoliteFetcher:
         """GET `url` (no redirects followed) once robots.txt allows it and the host's
         turn has come; RobotsDisallowed, a FetchError, or TransientError to come back."""
         try:
-            host_of(canonicalize(url))
+            host = host_of(canonicalize(url))
             site_of(url)  # as given, which is how it is fetched ("http:///x" has no host)
         except InvalidURL as exc:
             raise InvalidRequestURL(url, exc.reason) from None
+        literal = (
+            None if self.settings.allow_private else ip_literal(urlsplit(url).hostname or host)
+        )
+        if literal is not None and (kind := refusal(literal)) is not None:
+            # Refused before robots.txt and the host's turn: no request is made, so the
+            # host neither waits nor backs off for it (later URLs of the host would be
+            # refused as "host-backoff" instead of this).
+            raise AddressRefused(
+                url, f"address {literal} is {kind}; refused (allow_private is off)"
+            )
         if self.obey_robots:
             await self._check_robots(url)
         return await self._polite_get(url, headers, max_body)
@@ -210,8 +221,10 @@ class PoliteFetcher:
             resp = await self._fetcher.get(url, headers, max_body=max_body, truncate=truncate)
             status, retry_after = resp.status, resp.retry_after
             return resp
-        except FetchError:
-            status = None
+        except FetchError as exc:
+            # A refused address, a bad URL, a body too large: not the host failing.
+            if not isinstance(exc, PermanentError):
+                status = None
             raise
         finally:
             end = self.clock.now()
@@ -230,7 +243,8 @@ class PoliteFetcher:
         try:
             addresses = await self._fetcher.resolve(hostname)
         except FetchError as exc:
-            state.on_end(self.policy, self.clock.now(), None, None)
+            if not isinstance(exc, PermanentError):  # a refused address is no failure of it
+                state.on_end(self.policy, self.clock.now(), None, None)
             raise exc.for_url(url) from None
         ip = addresses[0]
         return ip, self._ips.setdefault(ip, IpState())

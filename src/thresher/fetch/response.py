@@ -69,8 +69,8 @@ class Response:
     elapsed: float
     """Seconds from sending the request to having the whole body."""
     truncated: bool = False
-    """`body` is only the first bytes of a longer one: the request asked for no more
-    (`Fetcher.get(truncate=…)`), and the rest was not read."""
+    """`body`, or `content` once decoded, is only the first bytes of a longer one: the
+    request asked for no more (`Fetcher.get(truncate=…)`), and the rest was not read."""
 
     def header(self, name: str) -> str | None:
         """The first value of header `name` (any case), or None."""

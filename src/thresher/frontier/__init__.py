@@ -16,13 +16,14 @@ from thresher.frontier.canonical import canonicalize, host_of, key_of, url_hash
 from thresher.frontier.errors import FrontierError, InvalidScope, InvalidURL
 from thresher.frontier.politeness import HostState, Politeness
 from thresher.frontier.robots import RobotsCache, robots_url, site_of
-from thresher.frontier.scope import Scope, ScopeKind
+from thresher.frontier.scope import Hop, Scope, ScopeKind
 from thresher.frontier.sieve import Sieve
 from thresher.frontier.workbench import Fetch, Workbench, WorkbenchStats
 
 __all__ = [
     "Fetch",
     "FrontierError",
+    "Hop",
     "HostState",
     "InvalidScope",
     "InvalidURL",

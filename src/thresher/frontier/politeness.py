@@ -73,8 +73,9 @@ class HostState:
     """One host: its FIFO of ready URLs and when it may next be fetched."""
 
     host: str
-    # (url, key or None if the URL's own hash, depth, attempt): see `Workbench.add`
-    queue: deque[tuple[str, int | None, int, int]] = field(default_factory=deque)
+    # (url, key or None if the URL's own hash, depth, attempt, hop): see `Workbench.add`;
+    # the hop is a `thresher.frontier.scope.Hop`
+    queue: deque[tuple[str, int | None, int, int, int]] = field(default_factory=deque)
     next_allowed: float = 0.0
     parked_until: float = 0.0
     in_flight: int = 0

@@ -28,7 +28,7 @@ for more than 24 hours"), and are then unknown again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from thresher.frontier.canonical import DEFAULT_PORTS, plain_site
 from thresher.frontier.errors import InvalidURL
@@ -41,6 +41,7 @@ from thresher.frontier.robotstxt import (
     product_token,
     robots_body,
 )
+from thresher.weburl import resolve
 
 __all__ = [
     "MAX_ROBOTS_BYTES",
@@ -134,7 +135,10 @@ class RobotsCache:
         if status is not None and 200 <= status < 300:
             parsed = parse_robots(body or b"")
             robots = robots_url(url)
-            sitemaps = tuple(urljoin(robots, s) for s in parsed.sitemaps)
+            # Resolved as links are (the URL Standard), to be fetched as they are: the
+            # http(s) ones, each once.
+            resolved = (resolve(s, robots) for s in parsed.sitemaps)
+            sitemaps = tuple(dict.fromkeys(s for s in resolved if s is not None))
             known = _Known(parsed.rules_for(self.token), now + self.ttl, sitemaps)
         elif status is not None and 300 <= status < 500 and status != 429:
             known = _Known(_ALLOW_ALL, now + self.ttl)
@@ -203,7 +207,8 @@ class RobotsCache:
 
     def sitemaps(self, url: str, now: float) -> tuple[str, ...] | None:
         """The ``Sitemap:`` URLs of `url`'s site's robots.txt, absolute (resolved against
-        the robots.txt URL), in file order; ``()`` when it names none or was not a 2xx;
+        the robots.txt URL by the URL Standard, as links are: `thresher.weburl`), http(s)
+        ones only, each once, in file order; ``()`` when it names none or was not a 2xx;
         ``None`` when the rules are not known (fetch robots.txt first)."""
         known = self._current(self._slot(url)[0], now)
         return None if known is None else known.sitemaps

@@ -16,6 +16,12 @@ whole web. A rule is one of:
 ``max_depth`` bounds the number of links followed from a seed (seeds are depth 0);
 ``None`` means no bound. Seeds and URLs are compared in canonical form, so
 ``HTTP://Example.COM:80/`` and ``http://example.com/`` are one.
+
+What the scope rules is a `Hop.LINK`. A URL reached by another kind of hop is judged
+otherwise: a page requisite (`Hop.EMBED`, Heritrix's "E" hop: an image, a stylesheet
+…) is fetched wherever it is, in scope or not, at its page's depth, but only an embed
+that is itself in scope has its links followed; a sitemap (`Hop.SITEMAP`) is fetched
+to be read for the URLs it lists, which are links again, judged by the scope.
 """
 
 from __future__ import annotations
@@ -23,12 +29,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import IntEnum, StrEnum
 
 from thresher.frontier.canonical import canonicalize, host_of
 from thresher.frontier.errors import InvalidScope, InvalidURL
 
-__all__ = ["Scope", "ScopeKind"]
+__all__ = ["Hop", "Scope", "ScopeKind"]
+
+
+class Hop(IntEnum):
+    """How a URL was reached (stored with it, so as numbers)."""
+
+    LINK = 0  # a link, a redirect or a seed: crawled if in scope
+    EMBED = 1  # a page requisite: fetched in scope or not, never followed out of it
+    SITEMAP = 2  # a sitemap (or a sitemap index), read for its URLs
 
 
 class ScopeKind(StrEnum):

@@ -15,6 +15,9 @@ entry; stale ones are recognised by a per-host sequence number and skipped.
 URLs are taken as given, to be fetched as they are: check scope and pass their keys (the
 hash of the canonical form) through the sieve first. Each URL carries its key, handed back
 in its `Fetch`.
+A page requisite (`Hop.EMBED`) goes to the head of its host's queue, as Heritrix
+schedules embeds: a page's images and stylesheets are fetched soon after it (the
+archive holds the page as it looked), before the host's other pages.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 
 from thresher.frontier.canonical import host_of, url_hash
 from thresher.frontier.politeness import HostState, IpState, Politeness, is_failure
+from thresher.frontier.scope import Hop
 
 __all__ = ["Fetch", "Workbench", "WorkbenchStats"]
 
@@ -43,6 +47,7 @@ class Fetch:
     # on_held) and nothing else moved the host's clock meanwhile.
     host_was_ready_at: float = 0.0
     host_moves: int = 0
+    hop: Hop = Hop.LINK
 
 
 @dataclass(frozen=True)
@@ -76,10 +81,13 @@ class Workbench:
 
     # -- events ---------------------------------------------------------------------------
 
-    def add(self, url: str, depth: int, now: float, key: int | None = None) -> bool:
+    def add(
+        self, url: str, depth: int, now: float, key: int | None = None, hop: Hop = Hop.LINK
+    ) -> bool:
         """Queue `url` (to be fetched as given) with its `key`, the hash of its canonical
         form (by default the hash of `url` itself: a canonical URL is its own key);
-        False if its host already had `max_per_host` URLs.
+        False if its host already had `max_per_host` URLs. A requisite (`hop`
+        `Hop.EMBED`) goes to the head of the queue, any other URL to its tail.
 
         `now` is not used yet: a URL is ready as soon as it is added. It is taken so that
         callers need not change when URLs get a not-before time (a scheduled revisit).
@@ -97,7 +105,10 @@ class Workbench:
         # instead of a second 64-bit int (36 bytes, a third more per queued URL).
         if key is not None and key == url_hash(url):
             key = None
-        state.queue.append((url, key, depth, 1))
+        if hop is Hop.EMBED:
+            state.queue.appendleft((url, key, depth, 1, hop))
+        else:
+            state.queue.append((url, key, depth, 1, hop))
         self._queued += 1
         self._schedule(state)
         return True
@@ -158,7 +169,9 @@ class Workbench:
         requeued = False
         if is_failure(status):
             if fetch.attempt < self.policy.max_attempts and not final:
-                state.queue.appendleft((fetch.url, fetch.key, fetch.depth, fetch.attempt + 1))
+                state.queue.appendleft(
+                    (fetch.url, fetch.key, fetch.depth, fetch.attempt + 1, fetch.hop)
+                )
                 self._queued += 1
                 requeued = True
             else:
@@ -176,7 +189,7 @@ class Workbench:
         self._in_flight -= 1
         if state.moves == fetch.host_moves:
             state.next_allowed = fetch.host_was_ready_at
-        state.queue.appendleft((fetch.url, fetch.key, fetch.depth, fetch.attempt))
+        state.queue.appendleft((fetch.url, fetch.key, fetch.depth, fetch.attempt, fetch.hop))
         self._queued += 1
         self._schedule(state)
 
@@ -258,7 +271,7 @@ class Workbench:
         return None if state.ip is None else self._ips[state.ip]
 
     def _start(self, state: HostState, now: float) -> Fetch:
-        url, own_key, depth, attempt = state.queue.popleft()
+        url, own_key, depth, attempt, hop = state.queue.popleft()
         key = url_hash(url) if own_key is None else own_key
         self._queued -= 1
         self._in_flight += 1
@@ -268,7 +281,7 @@ class Workbench:
         if ip is not None:
             ip.next_allowed = max(ip.next_allowed, now + self.policy.ip_delay)
         self._schedule(state)
-        return Fetch(url, state.host, depth, attempt, key, was_ready_at, state.moves)
+        return Fetch(url, state.host, depth, attempt, key, was_ready_at, state.moves, Hop(hop))
 
     def _push_entry(self, host: str, when: float) -> tuple[float, int, str]:
         self._seq += 1

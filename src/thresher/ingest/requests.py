@@ -51,8 +51,9 @@ anything else       goes into ``request`` as a string: ``request[column] = cell`
 A line with another number of cells than the header has is rejected; ``ext_ids`` and
 ``request`` as column names are refused (see the last two rows).
 
-In both formats blank lines are skipped (not counted), a UTF-8 byte order mark and CRLF
-line ends are accepted, and of two lines with the same key the first one is stored.
+In both formats blank lines (nothing but spaces, tabs and CRs) are skipped (not
+counted), a UTF-8 byte order mark and CRLF line ends are accepted, and of two lines
+with the same key the first one is stored.
 Field sizes are capped (`MAX_URL_BYTES` …) so that any accepted request fits
 PostgreSQL's index entries; the reasons a line is rejected are in `_validate`.
 """
@@ -108,6 +109,10 @@ MAX_REJECTS = 1000
 DEFAULT_BATCH = 5000
 
 _CHUNK = 1 << 20
+# Blank lines: only these bytes. A run of them (ending with a newline) is skipped at once.
+_BLANK = b" \t\r"
+_BLANK_BYTES = frozenset(b" \t\r\n")
+_BLANK_RUN = re.compile(rb"[ \t\r\n]*\n")
 _BOM = b"\xef\xbb\xbf"
 _GZIP_MAGIC = b"\x1f\x8b"
 # Compressions we do not read, recognised only to say so instead of "not an ingest file".
@@ -594,26 +599,46 @@ class _Lines:
         )
 
     def __iter__(self) -> Iterator[tuple[int, bytes | None]]:
-        rest = b""
-        overlong = False
+        """Numbered lines; blank ones (only spaces, tabs and CRs) are counted but not
+        yielded, a run of them at C speed: a 1 MB gzip of 1 GiB of newlines took 589 s
+        when every one went through Python."""
+        rest = b""  # the start of a line that goes on in the next chunk
+        overlong = False  # that line is already longer than MAX_LINE_BYTES
         while chunk := self._read():
-            parts = chunk.split(b"\n")
-            tail = parts.pop()
-            for i, part in enumerate(parts):
+            pos, end = 0, len(chunk)
+            if rest or overlong:
+                nl = chunk.find(b"\n")
+                if nl < 0:
+                    if not overlong:
+                        rest += chunk
+                        if len(rest) > MAX_LINE_BYTES:
+                            overlong, rest = True, b""
+                    continue
                 self.line_number += 1
-                if i == 0:
-                    if overlong:
-                        overlong = False
-                        yield self.line_number, None
+                line = None if overlong else rest + chunk[:nl]
+                if line is not None and len(line) > MAX_LINE_BYTES:
+                    line = None
+                rest, overlong, pos = b"", False, nl + 1
+                if line is None or line.strip(_BLANK):
+                    yield self.line_number, line
+            while pos < end:
+                if chunk[pos] in _BLANK_BYTES:
+                    blanks = _BLANK_RUN.match(chunk, pos)
+                    if blanks is not None:
+                        self.line_number += chunk.count(b"\n", pos, blanks.end())
+                        pos = blanks.end()
                         continue
-                    part = rest + part
-                    rest = b""
-                yield self.line_number, (part if len(part) <= MAX_LINE_BYTES else None)
-            if not overlong:  # (a newline in this chunk ended any overlong line)
-                rest += tail
-            if len(rest) > MAX_LINE_BYTES:
-                overlong, rest = True, b""
-        if rest or overlong:
+                nl = chunk.find(b"\n", pos)
+                if nl < 0:
+                    rest = chunk[pos:]
+                    if len(rest) > MAX_LINE_BYTES:
+                        overlong, rest = True, b""
+                    break
+                self.line_number += 1
+                line = chunk[pos:nl]
+                pos = nl + 1
+                yield self.line_number, (line if len(line) <= MAX_LINE_BYTES else None)
+        if overlong or rest.strip(_BLANK):
             self.line_number += 1
             yield self.line_number, None if overlong else rest
 

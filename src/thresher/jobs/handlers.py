@@ -3,6 +3,9 @@
 A handler gets a JobContext and returns an Outcome; it raises TransientError or
 PermanentError (or anything else, treated as transient) when it cannot. It must not
 write to the store itself: what it returns is committed with the job, exactly once.
+The one exception is a checkpoint of a job too big for one outcome (a mail archive's
+unit read in parts): idempotent writes, in a transaction that checks first that the
+job still holds its lease (`queue.hold`).
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ __all__ = [
     "expire_dead_owners",
     "expire_leases",
     "fail",
+    "hold",
     "prune",
     "release",
     "renew",
@@ -326,6 +327,13 @@ def retry(tx: Tx, job: Job, owner: str, error: str, now: float, delay: float) ->
     ):
         raise LeaseLost(f"job {job.key}: lease lost before retry")
     return JobState.PENDING
+
+
+def hold(tx: Tx, job: Job, owner: str) -> None:
+    """Check, inside a transaction that commits a handler's partial work (a checkpoint),
+    that the caller still holds the job's lease: LeaseLost if not."""
+    if not tx.execute("hold_lease", id=job.id, owner=owner):
+        raise LeaseLost(f"job {job.key}: lease lost before a checkpoint")
 
 
 def defer(tx: Tx, job: Job, owner: str, until: float, now: float) -> None:

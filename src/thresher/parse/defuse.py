@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from itertools import islice
 
-__all__ = ["CROWDED", "flatten_tags", "thin_crowded"]
+__all__ = ["CROWDED", "EMBED_MARK", "flatten_tags", "thin_crowded"]
 
 CROWDED = 64
 
@@ -39,6 +39,27 @@ _FLATTEN_RE = re.compile(
     rf"""</?(?!(?:{_KEPT_TAGS})[\s/>])[a-zA-Z](?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+>""",
     re.IGNORECASE,
 )
+# With embeds kept (page requisites wanted): the void elements that embed a resource
+# stay as they are (they cannot nest), and the other tags that name one are turned into
+# void <wbr> elements that keep their attributes and name the tag in EMBED_MARK.
+_KEPT_VOID_EMBEDS = "img|source|track|input|embed|wbr"
+_FLATTEN_EMBEDS_RE = re.compile(
+    rf"""</?(?!(?:{_KEPT_TAGS}|{_KEPT_VOID_EMBEDS})[\s/>])[a-zA-Z](?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+>""",
+    re.IGNORECASE,
+)
+EMBED_MARK = "data-thresher-tag"
+_TAG_REST = r"""(?P<rest>(?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+)>"""
+# The tags that name a resource but are not void, and any other tag that says url(
+# before its end (a style attribute, most likely): one pass renames them.
+_EMBEDDING_TAGS = "video|audio|object|body|table|td|th|image|use"
+_EMBEDDING_TAG_RE = re.compile(
+    rf"""<(?P<name>(?:{_EMBEDDING_TAGS})(?=[\s/>])
+        |(?!(?:{_KEPT_TAGS}|{_KEPT_VOID_EMBEDS})[\s/>])[a-zA-Z][^\s/>]*(?=[^<>]*?url\())
+    {_TAG_REST}""",
+    re.IGNORECASE | re.VERBOSE,
+)
+# Without "url(" anywhere, the second kind cannot be: a cheaper pass.
+_EMBEDDING_ONLY_RE = re.compile(rf"<(?P<name>{_EMBEDDING_TAGS})(?=[\s/>]){_TAG_REST}", re.I)
 _W = "\t\n\x0c\r "
 _ATTRIBUTE = (
     rf"[{_W}/]*+(=?[^{_W}/>=]++|=)"
@@ -52,9 +73,14 @@ _CROWDED_RE = re.compile(rf"<([a-zA-Z][^{_W}/>]*+)((?:{_ATTRIBUTE}){{{CROWDED},}
 _TAIL = 64
 
 
-def flatten_tags(text: str) -> str:
-    """`text` without the tags that cannot be links (see the module docstring)."""
-    return _FLATTEN_RE.sub("", text)
+def flatten_tags(text: str, *, embeds: bool = False) -> str:
+    """`text` without the tags that cannot be links (see the module docstring); with
+    `embeds`, the tags that embed a resource are kept, as void elements."""
+    if not embeds:
+        return _FLATTEN_RE.sub("", text)
+    rename = _EMBEDDING_TAG_RE if "url(" in text or "URL(" in text else _EMBEDDING_ONLY_RE
+    text = rename.sub(rf'<wbr {EMBED_MARK}="\g<name>"\g<rest>>', text)
+    return _FLATTEN_EMBEDS_RE.sub("", text)
 
 
 def thin_crowded(text: str, keep: frozenset[str], scan: int | None = None) -> str:

@@ -1,118 +1,49 @@
-"""The mail archive types: pipermail, modmbox, ponymail, hyperkitty and mbox.
+"""The mail archive types — one per archive kind — and the jobs every kind shares.
 
-A run is a tree of jobs (see docs/mail.md):
+Each kind of `thresher.archives.kinds.BUILTIN` becomes a source type here. A run is a
+tree of jobs (see docs/mail.md), the same for every kind:
 
-- the root job (`<type>.run`) reads what the archive says about itself (its index, its
-  counts) and compares it with what the store recorded for each month: complete months
-  are skipped, months whose count matches are confirmed without a request, and every
-  other month gets a month job;
-- a month job (`archive.month`) fetches the month's file conditionally, or only its new
-  tail, stores the new messages and, in the same transaction, the month's new state:
-  counts, validators, the stop sign, complete or open;
-- the commit job (`archive.commit`) runs after every month job and records the totals.
+- the root job (`<type>.run`) asks the kind for the archive's units (`list_units`: its
+  index, its counts) and compares each with what the store recorded: complete units
+  are skipped, units whose count matches are confirmed without a request, and every
+  other unit gets a unit job;
+- a unit job (`archive.month`) asks the kind to read the unit from its stop sign on
+  (`harvest`: conditionally, only its new tail, only its new pages), stores the new
+  messages and, in the same transaction, the unit's new state: counts, validators, the
+  stop sign, complete or open. A kind reading a big unit stores it in parts as it goes
+  (`Port.checkpoint`), each part with the stop sign just past it;
+- the commit job (`archive.commit`) runs after every unit job and records the totals.
 
-Every request goes through the process's polite fetcher (robots.txt, one request at a
-time per host, the delay, private addresses refused unless `allow_private`).
+Kinds do no I/O of their own: every request goes through `_JobPort`, that is through
+the process's polite fetcher (robots.txt, one request at a time per host, the delay,
+private addresses refused unless `allow_private`), and the store is written here only.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from functools import partial
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
-from ..archives.harvest import Decision, Known, absorb, decide, request_headers
-from ..archives.kinds import (
-    Month,
-    hyperkitty_emails_url,
-    hyperkitty_export_url,
-    hyperkitty_list_url,
-    hyperkitty_parts,
-    mbox_month,
-    parse_hyperkitty_emails,
-    parse_hyperkitty_list,
-    parse_modmbox_index,
-    parse_pipermail_index,
-    parse_ponymail_stats,
-    pipermail_index_url,
-    ponymail_mbox_url,
-    ponymail_parts,
-    ponymail_stats_url,
-)
-from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed
+from ..archives.harvest import Decision, decide
+from ..archives.kinds import BUILTIN, ArchiveKind, Got, PageMissing
+from ..archives.mbox import RawMessage
+from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
 from ..archives.rows import parse_rows
-from ..errors import PermanentError, SourceError, TransientError
+from ..archives.units import Known, Unit, files_by_date
+from ..errors import PermanentError, TransientError
 from ..jobs import JobContext, JobSpec, Outcome, register
+from ..jobs.queue import hold
 from ..store import Tx
 from .http import RETRY_STATUSES, get_following
 from .types import Option, SourceType, register_type
 
-__all__ = ["ARCHIVE_TYPES", "ARCHIVE_TYPE_NAMES"]
+__all__ = ["ARCHIVE_TYPES", "ARCHIVE_TYPE_NAMES", "register_kind"]
 
 _EVENTS_KEPT = 20  # keys listed in one 'missing' event
-# Messages per page when HyperKitty's `emails` listing is walked (HyperKitty sets no
-# cap; it costs about 0.8 KiB of JSON and a few queries a message): the first page is
-# twice the messages looked for, within these bounds, and each next page twice the last.
-HYPERKITTY_PAGES = (20, 500)
-
-
-def _http_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise SourceError(f"an archive URL must be http(s) with a host, not {url!r}")
-    return url
-
-
-def _check_ponymail(url: str) -> str:
-    ponymail_parts(_http_url(url))
-    return url
-
-
-def _check_hyperkitty(url: str) -> str:
-    hyperkitty_parts(_http_url(url))
-    return url
-
-
-def _check_mbox(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme in ("http", "https"):
-        return _http_url(url)
-    if parts.scheme == "file":
-        return str(Path(url2pathname(parts.path)).resolve())
-    if parts.scheme and len(parts.scheme) > 1:
-        raise SourceError(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
-    return str(Path(url).resolve())
-
-
-def _path(url: str) -> str:
-    return urlsplit(url).path.lower()
-
-
-def _detect_hyperkitty(url: str) -> bool:
-    try:
-        hyperkitty_parts(url)
-    except SourceError:
-        return False
-    return "/hyperkitty/" in _path(url) or "/archives/" in _path(url) or "/api/list/" in _path(url)
-
-
-def _detect_ponymail(url: str) -> bool:
-    parts = urlsplit(url)
-    return (
-        parts.path.endswith(("/list.html", "/list")) and "@" in parts.query
-    ) or parts.path.endswith(("/api/stats.lua", "/api/mbox.lua"))
-
-
-def _detect_mbox(url: str) -> bool:
-    return _path(url).endswith((".mbox", ".mbox.gz", ".mbx", ".mbx.gz"))
-
 
 _COMMON = {
     "grace_days": Option(
@@ -124,80 +55,138 @@ _COMMON = {
 }
 
 
-def _type(name: str, doc: str, check: Any, detect: Any) -> SourceType:
+_KINDS: dict[str, ArchiveKind] = {}
+
+# The mail source types (`thresher status` reports their units).
+ARCHIVE_TYPE_NAMES: set[str] = set()
+
+
+def register_kind(kind: ArchiveKind) -> SourceType:
+    """Make `kind` a source type, with its root job (`<name>.run`); the unit and the
+    commit jobs are the same for every kind."""
+    if kind.name in _KINDS:
+        raise ValueError(f"two archive kinds named {kind.name!r}")
+    _KINDS[kind.name] = kind
+    ARCHIVE_TYPE_NAMES.add(kind.name)
+    register(f"{kind.name}.run")(partial(_run, kind=kind))
     return register_type(
         SourceType(
-            name=name,
-            root_kind=f"{name}.run",
-            doc=doc,
-            check_url=check,
-            detect=detect,
+            name=kind.name,
+            root_kind=f"{kind.name}.run",
+            doc=kind.doc,
+            check_url=kind.check_url,
+            detect=kind.detect,
             options=dict(_COMMON),
         )
     )
 
 
-ARCHIVE_TYPES = (
-    _type(
-        "pipermail",
-        "A Mailman 2 (pipermail) list archive: its index page URL.",
-        lambda url: pipermail_index_url(_http_url(url)),
-        lambda url: "/pipermail/" in _path(url),
-    ),
-    _type(
-        "modmbox",
-        "An Apache mod_mbox list archive: its index page URL.",
-        lambda url: pipermail_index_url(_http_url(url)),
-        lambda url: "/mod_mbox/" in _path(url),
-    ),
-    _type(
-        "ponymail",
-        "An Apache Pony Mail list: its page (list.html?list@domain) or stats.lua URL.",
-        _check_ponymail,
-        _detect_ponymail,
-    ),
-    _type(
-        "hyperkitty",
-        "A Mailman 3 HyperKitty list: its page (…/list/list@domain/) or REST URL.",
-        _check_hyperkitty,
-        _detect_hyperkitty,
-    ),
-    _type(
-        "mbox",
-        "One mbox file, plain or gzipped: a URL or a local path.",
-        _check_mbox,
-        _detect_mbox,
-    ),
-)
-
-ARCHIVE_TYPE_NAMES = frozenset(t.name for t in ARCHIVE_TYPES)
+# --- what a kind may ask of its job --------------------------------------------------------
 
 
-# --- fetching ------------------------------------------------------------------------
+class _JobPort:
+    """`thresher.archives.kinds.Port` for one job: fetches through the polite fetcher,
+    reads the store, stores checkpoints; index pages fetched anew are kept in `saved`
+    for the job to store with its outcome."""
+
+    def __init__(self, ctx: JobContext) -> None:
+        self.ctx = ctx
+        self.source = ctx.job.source or ""
+        self.saved: list[dict[str, Any]] = []
+
+    @property
+    def now(self) -> float:
+        return self.ctx.clock.now()
+
+    async def get(
+        self, url: str, headers: Mapping[str, str] | None = None, max_bytes: int | None = None
+    ) -> Got:
+        if urlsplit(url).scheme not in ("http", "https"):
+            got = _read_local(url, headers or {})
+        else:
+            resp = await get_following(self.ctx, url, dict(headers or {}), max_bytes)
+            lowered: dict[str, str] = {}
+            for key, value in resp.headers:
+                lowered.setdefault(key.lower(), value)
+            got = Got(resp.status, lowered, resp.content, len(resp.body), resp.retry_after)
+        if got.status in RETRY_STATUSES:
+            raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
+        return got
+
+    async def listing(self, url: str) -> bytes:
+        kept = await self.ctx.store.run(
+            lambda tx: tx.one("get_archive_index", source=self.source, url=url), False
+        )
+        headers = {}
+        if kept is not None:
+            if kept["etag"]:
+                headers["If-None-Match"] = kept["etag"]
+            if kept["last_modified"]:
+                headers["If-Modified-Since"] = kept["last_modified"]
+        got = await self.get(url, headers)
+        if got.status == 304 and kept is not None:
+            return bytes(kept["body"])
+        if got.status in (404, 410):
+            raise PageMissing(f"{url}: HTTP {got.status}")
+        got.check(url)
+        if got.status != 200:
+            raise PermanentError(f"{url}: HTTP {got.status}")
+        etag, last_modified = got.headers.get("etag"), got.headers.get("last-modified")
+        if etag or last_modified:
+            self.saved.append(
+                dict(
+                    source=self.source,
+                    url=url,
+                    etag=etag,
+                    last_modified=last_modified,
+                    body=got.content,
+                    now=self.now,
+                )
+            )
+        return got.content
+
+    async def stored_keys(self, keys: Sequence[str]) -> set[str]:
+        source = self.source
+
+        def read(tx: Tx) -> set[str]:
+            found = tx.all("stored_keys_among", source=source, keys=json.dumps(list(keys)))
+            return {r["key"] for r in found}
+
+        return await self.ctx.store.run(read, False)
+
+    async def checkpoint(
+        self,
+        unit: str,
+        url: str,
+        messages: Sequence[RawMessage],
+        stop_offset: int,
+        tail_sha256: str | None = None,
+    ) -> None:
+        source, job, owner = self.source, self.ctx.job, self.ctx.owner
+        now = self.now
+        rows = await parse_rows(source, unit, messages, now)
+
+        def write(tx: Tx) -> None:
+            hold(tx, job, owner)
+            row = tx.one("get_archive_month", source=source, month=unit)
+            stored = _store_rows(tx, source, unit, rows, int(row["stored"]) if row else 0)
+            stop_key = rows[-1]["key"] if rows else (row["stop_key"] if row else None)
+            tx.execute(
+                "checkpoint_archive_month",
+                source=source,
+                month=unit,
+                url=url,
+                stored=stored,
+                stop_offset=stop_offset,
+                stop_key=stop_key,
+                tail_sha256=tail_sha256,
+                now=now,
+            )
+
+        await self.ctx.store.run(write)
 
 
-@dataclass(frozen=True)
-class _Got:
-    status: int
-    headers: Mapping[str, str]  # lower-case names
-    content: bytes  # decoded payload
-    wire: int  # bytes transferred
-    retry_after: float | None = None
-
-
-async def _get(
-    ctx: JobContext, url: str, headers: dict[str, str], max_bytes: int | None = None
-) -> _Got:
-    if urlsplit(url).scheme not in ("http", "https"):
-        return _read_local(url, headers)
-    resp = await get_following(ctx, url, headers, max_bytes)
-    lowered: dict[str, str] = {}
-    for key, value in resp.headers:
-        lowered.setdefault(key.lower(), value)
-    return _Got(resp.status, lowered, resp.content, len(resp.body), resp.retry_after)
-
-
-def _read_local(path: str, headers: Mapping[str, str]) -> _Got:
+def _read_local(path: str, headers: Mapping[str, str]) -> Got:
     """A local mbox file answered like a static web server would (validators, ranges)."""
     try:
         with open(path, "rb") as f:
@@ -205,261 +194,110 @@ def _read_local(path: str, headers: Mapping[str, str]) -> _Got:
             etag = f'"{st.st_size:x}-{st.st_mtime_ns:x}"'
             meta = {"etag": etag}
             if headers.get("If-None-Match") == etag:
-                return _Got(304, meta, b"", 0)
+                return Got(304, meta, b"", 0)
             start = headers.get("Range", "")
             if start.startswith("bytes=") and start.endswith("-"):
                 offset = int(start[6:-1])
                 if offset >= st.st_size:
-                    return _Got(416, meta, b"", 0)
+                    return Got(416, meta, b"", 0)
                 f.seek(offset)
                 data = f.read()
                 meta["content-range"] = f"bytes {offset}-{offset + len(data) - 1}/{st.st_size}"
-                return _Got(206, meta, data, len(data))
+                return Got(206, meta, data, len(data))
             data = f.read()
     except FileNotFoundError:
-        return _Got(404, {}, b"", 0)
+        return Got(404, {}, b"", 0)
     except OSError as exc:
         raise PermanentError(f"{path}: {exc.strerror or exc}") from None
-    return _Got(200, meta, data, len(data))
+    return Got(200, meta, data, len(data))
 
 
-def _check_status(url: str, got: _Got) -> None:
-    if got.status in RETRY_STATUSES:
-        raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
-    if got.status >= 400 and got.status != 416:
-        raise PermanentError(f"{url}: HTTP {got.status}")
+def _store_rows(
+    tx: Tx, source: str, unit: str, rows: Sequence[Mapping[str, Any]], previous: int
+) -> int:
+    """Insert `rows` (a capture already stored adds nothing) and index them for search;
+    the unit's stored messages after it. A month's are the messages filed under it, a
+    plain mbox's every message of the source; a unit of another kind (a git epoch, a
+    range of articles) files its messages by date, and counts what it added itself."""
+    added = 0
+    if files_by_date(unit) and unit != ALL and rows:
+        pairs = sorted({(r["key"], r["norm_sha256"]) for r in rows})
+        held = _one(tx, "count_pairs_among", source=source, pairs=json.dumps(pairs))
+        added = len(pairs) - held
+    if rows:
+        after = _one(tx, "last_message_id")
+        tx.execute_many("insert_message", rows)
+        tx.execute("index_new_messages", after=after)
+        for month in sorted({r["month"] for r in rows}):
+            tx.execute("flag_conflicts", source=source, month=month)
+    if unit == ALL:
+        return _one(tx, "count_source_messages", source=source)
+    if valid_month(unit):
+        return _one(tx, "count_month_messages", source=source, month=unit)
+    return previous + added
 
 
-async def _listing(ctx: JobContext, url: str, saved: list[dict[str, Any]]) -> bytes:
-    """An archive's listing page (index, counts). It is asked for conditionally against
-    the copy kept from the last run, if the server gave validators: an unchanged index
-    costs a 304 and is read from the store. A new copy is appended to `saved`, for the
-    root job to store with its outcome."""
-    source = ctx.job.source or ""
-    kept = await ctx.store.run(
-        lambda tx: tx.one("get_archive_index", source=source, url=url), False
-    )
-    headers = {}
-    if kept is not None:
-        if kept["etag"]:
-            headers["If-None-Match"] = kept["etag"]
-        if kept["last_modified"]:
-            headers["If-Modified-Since"] = kept["last_modified"]
-    got = await _get(ctx, url, headers)
-    if got.status == 304 and kept is not None:
-        return bytes(kept["body"])
-    _check_status(url, got)
-    if got.status != 200:
-        raise PermanentError(f"{url}: HTTP {got.status}")
-    etag, last_modified = got.headers.get("etag"), got.headers.get("last-modified")
-    if etag or last_modified:
-        saved.append(
-            dict(
-                source=source,
-                url=url,
-                etag=etag,
-                last_modified=last_modified,
-                body=got.content,
-                now=ctx.clock.now(),
-            )
-        )
-    return got.content
+# --- the root job: what the archive lists, and what to do about each unit ---------------
 
 
-# --- the root job: what the archive lists, and what to do about each month -------------
-
-
-@dataclass(frozen=True)
-class _Listed:
-    """What the root job learnt from the archive: its months now; the total it counts
-    (HyperKitty); the months its numbers vouch for, unchanged since the last harvest,
-    which are confirmed without a request; and the months known to hold messages the
-    store does not, which are fetched whatever their counts say."""
-
-    months: list[Month]
-    total: int | None = None
-    vouched: frozenset[str] = frozenset()
-    changed: frozenset[str] = frozenset()
-
-
-async def _list_months(
-    ctx: JobContext,
-    kind: str,
-    url: str,
-    known: Mapping[str, Known],
-    now: float,
-    grace: float,
-    saved: list[dict[str, Any]],
-) -> _Listed:
-    """The months the archive lists now."""
-
-    async def page(address: str) -> bytes:
-        return await _listing(ctx, address, saved)
-
-    if kind == "pipermail":
-
-        def plain_first(month: str) -> bool:
-            k = known.get(month)
-            if k is not None and k.harvested:
-                return k.url.endswith(".txt")
-            return not is_closed(month, now, grace)
-
-        return _Listed(parse_pipermail_index(await page(url), url, prefer_plain=plain_first))
-    if kind == "modmbox":
-        return _Listed(parse_modmbox_index(await page(url), url))
-    if kind == "ponymail":
-        root, name, domain = ponymail_parts(url)
-        counts = parse_ponymail_stats(await page(ponymail_stats_url(root, name, domain)))
-        return _Listed(
-            [
-                Month(m, (ponymail_mbox_url(root, name, domain, m),), n, grows=False, mboxrd=True)
-                for m, n in sorted(counts.items())
-            ]
-        )
-    if kind == "hyperkitty":
-        return await _hyperkitty_months(ctx, url, known, saved)
-    return _Listed([mbox_month(url)])
-
-
-async def _hyperkitty_months(
-    ctx: JobContext, url: str, known: Mapping[str, Known], saved: list[dict[str, Any]]
-) -> _Listed:
-    """HyperKitty's months, from what the archive holds (see docs/mail.md).
-
-    Its total costs one request: when it equals the messages the months held at their
-    last harvest, every month is vouched for and nothing is fetched. Otherwise its
-    `emails` listing is walked, newest archived first, until as many messages as are
-    missing were found that the store does not hold: their months are fetched. The
-    first run, or a total that went down, walks the whole listing and counts every
-    month, so a list created today with years of imported mail, mail filed under 2001
-    for want of a Date, and mail dated 2031 are all found; each month is then also
-    compared by its count, like Pony Mail's, so a month that lost mail is checked."""
-    root, address = hyperkitty_parts(url)
-    parse_hyperkitty_list(await _listing(ctx, hyperkitty_list_url(root, address), saved), address)
-    counted = await _listing(ctx, hyperkitty_emails_url(root, address, 1), saved)
-    total = parse_hyperkitty_emails(counted).count
-    held = sum(k.counted for k in known.values())
-
-    def month(name: str, expected: int | None) -> Month:
-        return Month(
-            name,
-            (hyperkitty_export_url(root, address, name),),
-            expected,
-            grows=False,
-            # Exports quote `From ` lines the mboxo way: `>From ` is kept as served.
-            mboxrd=False,
-        )
-
-    if total == held:
-        return _Listed([month(m, None) for m in sorted(known)], total, frozenset(known))
-    per_month, new, whole = await _walk_hyperkitty(ctx, root, address, total - held)
-    changed = frozenset(new)
-    if whole:
-        names = sorted(set(per_month) | set(known))
-        return _Listed([month(m, per_month[m]) for m in names], total, changed=changed)
-    names = sorted(set(known) | changed)
-    return _Listed([month(m, None) for m in names], total, frozenset(known) - changed, changed)
-
-
-async def _walk_hyperkitty(
-    ctx: JobContext, root: str, address: str, wanted: int
-) -> tuple[Counter[str], Counter[str], bool]:
-    """Walk the `emails` listing a page at a time: messages per month, the messages per
-    month the store does not hold, and whether the listing was read to its end. Stops
-    early once `wanted` (> 0) such messages were found. A message listed twice (the
-    listing moved by a new arrival while it was walked) is counted once."""
-    source = ctx.job.source or ""
-    per_month: Counter[str] = Counter()
-    new: Counter[str] = Counter()
-    seen: set[str] = set()
-    offset = 0
-    smallest, largest = HYPERKITTY_PAGES
-    size = largest if wanted <= 0 else max(smallest, min(largest, 2 * wanted))
-    while True:
-        url = hyperkitty_emails_url(root, address, size, offset)
-        size = min(largest, 2 * size)
-        got = await _get(ctx, url, {})
-        _check_status(url, got)
-        page = parse_hyperkitty_emails(got.content)
-        fresh = [(key, month) for key, month in page.emails if key is None or key not in seen]
-        seen.update(key for key, _ in fresh if key is not None)
-        stored = await ctx.store.run(
-            partial(_stored_keys, source=source, keys=[k for k, _ in fresh if k is not None]),
-            False,
-        )
-        for key, month in fresh:
-            per_month[month] += 1
-            if key is not None and key not in stored:
-                new[month] += 1
-        offset += len(page.emails)
-        if not page.emails or offset >= page.count:
-            return per_month, new, True
-        if 0 < wanted <= new.total():
-            return per_month, new, False
-
-
-def _stored_keys(tx: Tx, source: str, keys: list[str]) -> set[str]:
-    return {r["key"] for r in tx.all("stored_keys_among", source=source, keys=json.dumps(keys))}
-
-
-def _vanished(listed: Sequence[Month], known: Mapping[str, Known]) -> list[Month]:
-    """Months an archive that counts no longer lists, although mail was harvested there
+def _vanished(listed: Sequence[Unit], known: Mapping[str, Known]) -> list[Unit]:
+    """Units an archive that counts no longer lists, although mail was harvested there
     (Pony Mail leaves out months without mail): listed again with a count of zero, so
-    the month is checked and what it lost is recorded."""
+    the unit is checked and what it lost is recorded."""
     if not listed or listed[0].expected is None:
         return []
     model = listed[0]
     present = {m.month for m in listed}
     return [
-        Month(k.month, (k.url,), 0, grows=model.grows, mboxrd=model.mboxrd)
+        Unit(k.month, (k.url,), 0, grows=model.grows, mboxrd=model.mboxrd)
         for k in known.values()
         if k.month not in present and k.counted > 0
     ]
 
 
-async def _run(ctx: JobContext, kind: str) -> Outcome:
+async def _run(ctx: JobContext, kind: ArchiveKind) -> Outcome:
     source = ctx.job.source or ""
     opts = dict(ctx.job.payload["options"])
     grace = float(opts.get("grace_days", DEFAULT_GRACE_DAYS))
-    now = ctx.clock.now()
     rows = await ctx.store.run(lambda tx: tx.all("archive_months", source=source), False)
     known = {r["month"]: Known.from_row(r) for r in rows}
-    saved: list[dict[str, Any]] = []
-    found = await _list_months(ctx, kind, ctx.job.payload["url"], known, now, grace, saved)
-    listed, total = found.months, found.total
+    now = ctx.clock.now()
+    port = _JobPort(ctx)
+    found = await kind.list_units(port, ctx.job.payload["url"], known, grace)
+    listed, total = found.units, found.total
     listed += _vanished(listed, known)
     children: list[JobSpec] = []
     confirmed: list[dict[str, Any]] = []
     skipped = 0
-    for month in listed:
-        k = known.get(month.month)
-        if month.month in found.changed:
+    for unit in listed:
+        k = known.get(unit.month)
+        if unit.month in found.changed:
             decision: Decision = "fetch"
         else:
-            decision = decide(month, k, month.month in found.vouched)
+            decision = decide(unit, k, unit.month in found.vouched)
         if decision == "skip":
             skipped += 1
         elif decision == "confirm":
-            closed = is_closed(month.month, now, grace)
+            closed = is_closed(unit.month, now, grace)
             confirmed.append(
                 dict(
                     source=source,
-                    month=month.month,
+                    month=unit.month,
                     now=now,
-                    expected=month.expected if month.expected is not None else (k and k.expected),
+                    expected=unit.expected if unit.expected is not None else (k and k.expected),
                     state="complete" if closed else "open",
                     completed_at=now if closed else None,
                 )
             )
         else:
-            payload = {**asdict(month), "options": opts}
-            # Newest first: the months most likely to have new mail are stored soonest.
-            children.append(JobSpec("archive.month", month.month, payload, priority=1))
+            payload = {**unit.payload(), "kind": kind.name, "options": opts}
+            # Newest first: the units most likely to have new mail are stored soonest.
+            children.append(JobSpec("archive.month", unit.month, payload, priority=1))
     children.sort(key=lambda spec: spec.name, reverse=True)
 
     def write(tx: Tx) -> None:
         tx.execute_many("check_archive_month", confirmed)
-        tx.execute_many("save_archive_index", saved)
+        tx.execute_many("save_archive_index", port.saved)
 
     return Outcome(
         result={
@@ -471,144 +309,118 @@ async def _run(ctx: JobContext, kind: str) -> Outcome:
         },
         write=write,
         children=tuple(children),
-        commit=JobSpec("archive.commit", "commit", {"total": total, "kind": kind}),
+        commit=JobSpec("archive.commit", "commit", {"total": total, "kind": kind.name}),
     )
 
 
-for _kind in ("pipermail", "modmbox", "ponymail", "hyperkitty", "mbox"):
-    register(f"{_kind}.run")(partial(_run, kind=_kind))
+ARCHIVE_TYPES = tuple(register_kind(kind) for kind in BUILTIN)
 
 
-# --- the month job ---------------------------------------------------------------------
-
-
-async def _fetch_month(
-    ctx: JobContext,
-    urls: Sequence[str],
-    known: Known | None,
-    grows: bool,
-    max_bytes: int,
-    *,
-    empty_ok: bool = False,
-) -> tuple[str, _Got, int | None]:
-    """The month's file from the first of `urls` the archive has (a 404 moves on). For
-    a month the archive now counts as empty, a 404 is its empty file."""
-    for i, url in enumerate(urls):
-        headers, start = request_headers(known, url, grows)
-        got = await _get(ctx, url, headers, max_bytes)
-        if got.status == 404 and i + 1 < len(urls):
-            continue
-        if got.status == 404 and empty_ok:
-            return url, _Got(200, {}, b"", got.wire), None
-        _check_status(url, got)
-        return url, got, start
-    raise PermanentError(f"no file for the month among {list(urls)}")
+# --- the unit job ------------------------------------------------------------------------
 
 
 @register("archive.month")
-async def _month(ctx: JobContext) -> Outcome:
+async def _unit(ctx: JobContext) -> Outcome:
     p = ctx.job.payload
-    source, unit = ctx.job.source or "", str(p["month"])
+    # A payload written before kinds were adapters names none: every kind then read a file.
+    kind = _KINDS[str(p.get("kind") or "mbox")]
+    unit = Unit.from_payload(p)
+    source, name = ctx.job.source or "", unit.month
     opts = p["options"]
     grace = float(opts.get("grace_days", DEFAULT_GRACE_DAYS))
     max_bytes = int(opts.get("max_bytes") or 2**30)
     row = await ctx.store.run(
-        lambda tx: tx.one("get_archive_month", source=source, month=unit), False
+        lambda tx: tx.one("get_archive_month", source=source, month=name), False
     )
     known = Known.from_row(row) if row else None
-    url, got, start = await _fetch_month(
-        ctx, p["urls"], known, bool(p["grows"]), max_bytes, empty_ok=p.get("expected") == 0
-    )
-    wire = got.wire
-    absorbed = absorb(
-        known, got.status, got.headers, got.content, start, mboxrd=p["mboxrd"], max_size=max_bytes
-    )
-    events = list(absorbed.events)
-    if absorbed.need_full:
-        got = await _get(ctx, url, {}, max_bytes)
-        _check_status(url, got)
-        wire += got.wire
-        absorbed = absorb(
-            known,
-            got.status,
-            got.headers,
-            got.content,
-            None,
-            mboxrd=p["mboxrd"],
-            max_size=max_bytes,
-        )
-        events += absorbed.events
+    port = _JobPort(ctx)
+    got = await kind.harvest(port, unit, known, max_bytes)
+    events = list(got.events)
     now = ctx.clock.now()
-    rows = await parse_rows(source, unit, absorbed.messages, now)
-    expected = p.get("expected")
-    closed = is_closed(unit, now, grace)
+    rows = await parse_rows(source, name, got.messages, now)
+    expected = got.expected if got.expected is not None else unit.expected
+    closed = is_closed(name, now, grace) if got.closed is None else got.closed
     # An archive whose count never matches its file (it counts differently) leaves the
-    # month open here; the next run confirms it, count unchanged, without a request.
-    matches = expected is None or expected == absorbed.counted
-    if expected is not None and expected != absorbed.counted:
+    # unit open here; the next run confirms it, count unchanged, without a request.
+    matches = expected is None or expected == got.counted
+    if expected is not None and expected != got.counted:
         events.append(
-            ("count_mismatch", f"the archive counts {expected}, its file holds {absorbed.counted}")
+            ("count_mismatch", f"the archive counts {expected}, its file holds {got.counted}")
         )
     complete = closed and matches
-    stop_key = rows[-1]["key"] if rows else (known.stop_key if known else None)
-    file_keys = {(r["key"], r["norm_sha256"]) for r in rows} if absorbed.full else None
+    file_keys = {(r["key"], r["norm_sha256"]) for r in rows} if got.full else None
 
     def write(tx: Tx) -> None:
-        if rows:
-            after = _one(tx, "last_message_id")
-            tx.execute_many("insert_message", rows)
-            tx.execute("index_new_messages", after=after)
-            for month in sorted({r["month"] for r in rows}):
-                tx.execute("flag_conflicts", source=source, month=month)
-        if unit == ALL:
-            keys_query, scope = "source_message_keys", {"source": source}
-            stored = _one(tx, "count_source_messages", source=source)
-        else:
-            keys_query, scope = "month_message_keys", {"source": source, "month": unit}
-            stored = _one(tx, "count_month_messages", source=source, month=unit)
-        missing = 0
+        # As the job's checkpoints, if any, left it.
+        now_row = tx.one("get_archive_month", source=source, month=name)
+        previous = int(now_row["stored"]) if now_row else 0
+        stored = _store_rows(tx, source, name, rows, previous)
+        stop_key = rows[-1]["key"] if rows else (now_row["stop_key"] if now_row else None)
+        missing = int(now_row["missing"]) if now_row else 0
+        gone: list[tuple[Any, str]] = []
         if file_keys is not None and known is not None and known.harvested:
+            if name == ALL:
+                in_store = tx.all("source_message_keys", source=source)
+            else:
+                in_store = tx.all("month_message_keys", source=source, month=name)
+            gone = sorted({(r["key"], r["norm_sha256"]) for r in in_store} - file_keys)
+            missing = len(gone)
+        elif file_keys is not None:
+            missing = 0
+        elif got.positions is not None and (name == ALL or valid_month(name)):
+            if name == ALL:
+                in_store = tx.all("source_message_positions", source=source)
+            else:
+                in_store = tx.all("month_message_positions", source=source, month=name)
             gone = sorted(
-                {(r["key"], r["norm_sha256"]) for r in tx.all(keys_query, **scope)} - file_keys
+                (r["key"], str(r["position"]))
+                for r in in_store
+                if int(r["position"]) not in got.positions
             )
             missing = len(gone)
-            if gone:
-                shown = ", ".join(k for k, _ in gone[:_EVENTS_KEPT])
-                events.append(
-                    ("missing", f"{missing} stored messages no longer in the archive: {shown}")
-                )
+        if gone:
+            shown = ", ".join(k for k, _ in gone[:_EVENTS_KEPT])
+            events.append(
+                ("missing", f"{missing} stored messages no longer in the archive: {shown}")
+            )
         tx.execute(
             "save_archive_month",
             source=source,
-            month=unit,
-            url=url,
+            month=name,
+            url=got.url,
             state="complete" if complete else "open",
             expected=expected,
-            counted=absorbed.counted,
+            counted=got.counted,
             stored=stored,
-            missing=missing if file_keys is not None else (row["missing"] if row else 0),
-            etag=absorbed.etag,
-            last_modified=absorbed.last_modified,
-            length=absorbed.length,
-            stop_offset=absorbed.stop_offset,
+            missing=missing,
+            etag=got.etag,
+            last_modified=got.last_modified,
+            length=got.length,
+            stop_offset=got.stop_offset,
             stop_key=stop_key,
-            tail_sha256=absorbed.tail_sha256,
-            bytes=wire,
+            tail_sha256=got.tail_sha256,
+            bytes=got.wire,
             now=now,
             completed_at=now if complete else None,
         )
-        for kind, detail in events:
+        for event, detail in events:
             tx.execute(
-                "insert_archive_event", source=source, month=unit, now=now, kind=kind, detail=detail
+                "insert_archive_event",
+                source=source,
+                month=name,
+                now=now,
+                kind=event,
+                detail=detail,
             )
+        tx.execute_many("save_archive_index", port.saved)
 
     return Outcome(
         result={
-            "month": unit,
+            "month": name,
             "status": got.status,
-            "bytes": wire,
+            "bytes": got.wire,
             "parsed": len(rows),
-            "counted": absorbed.counted,
+            "counted": got.counted,
             "complete": complete,
             "events": [k for k, _ in events],
         },

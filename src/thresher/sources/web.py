@@ -77,6 +77,10 @@ WEB = register_type(
             "allow_private": _opt(
                 bool, "allow_private", "Fetch private, loopback and link-local addresses."
             ),
+            "requisites": _opt(
+                bool, "requisites", "Fetch what pages embed (images, stylesheets …), anywhere."
+            ),
+            "sitemaps": _opt(bool, "sitemaps", "Read the seed hosts' sitemaps."),
             "timeout": _opt(float, "timeout", "Seconds one fetch may take in all."),
             "max_body": _opt(int, "max_body", "Largest response body, in bytes."),
             "warc_max_size": _opt(int, "warc_max_size", "Start a new WARC file past this size."),
@@ -182,13 +186,15 @@ async def _summary(ctx: JobContext) -> Outcome:
     run = ctx.job.source_run_id
     name = ctx.job.source or ""
 
-    def read(tx: Tx) -> tuple[Row | None, list[Row]]:
-        return tx.one("get_crawl_run", run=run), tx.all("crawl_shard_rows", run=run)
+    def read(tx: Tx) -> tuple[Row | None, list[Row], list[Row]]:
+        errors = tx.all("crawl_run_errors", source=name, run=run)
+        return tx.one("get_crawl_run", run=run), tx.all("crawl_shard_rows", run=run), errors
 
-    row, shards = await ctx.store.run(read, False)
+    row, shards, errors = await ctx.store.run(read, False)
     if row is None:
         raise PermanentError(f"crawl run {run} of {name} has no progress row")
     folder = warc_dir(ctx.config.home, name)
     files = sorted(p.name for p in folder.glob(f"{name}-run{run}-*.warc.gz"))
     seconds = float(row["updated"]) - float(row["started"])
-    return Outcome(result=CrawlSummary.from_row(row, seconds, files, len(shards)).as_dict())
+    summary = CrawlSummary.from_row(row, seconds, files, len(shards), errors)
+    return Outcome(result=summary.as_dict())

@@ -22,8 +22,9 @@ T = TypeVar("T")
 
 
 class AsyncStore:
-    def __init__(self, url: str, connections: int = 1) -> None:
+    def __init__(self, url: str, connections: int = 1, readonly: bool = False) -> None:
         self.url = url
+        self._readonly = readonly
         self._slots: list[tuple[ThreadPoolExecutor, Store]] = []
         self._free: asyncio.Queue[tuple[ThreadPoolExecutor, Store]] | None = None
         self._connections = connections
@@ -33,7 +34,7 @@ class AsyncStore:
         for i in range(self._connections):
             executor = ThreadPoolExecutor(1, thread_name_prefix=f"thresher-store-{i}")
             try:
-                store = await loop.run_in_executor(executor, open_store, self.url)
+                store = await loop.run_in_executor(executor, open_store, self.url, self._readonly)
             except BaseException:
                 executor.shutdown(wait=False)
                 await self.close()

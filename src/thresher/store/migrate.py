@@ -25,7 +25,7 @@ from importlib import resources
 from ..errors import StoreError
 from .base import Tx
 
-__all__ = ["Migration", "Step", "migrations", "pending"]
+__all__ = ["Migration", "Step", "check_current", "migrations", "pending"]
 
 _FILE = re.compile(r"^(\d{4})_(\w+)\.sql$")
 _STEP = re.compile(r"^--[ \t]*step:[ \t]*([\w.]+)[ \t]*$", re.MULTILINE)
@@ -88,3 +88,13 @@ def pending(backend: str, current: int, where: str) -> list[Migration]:
             f" ({len(known)}): upgrade Thresher"
         )
     return known[current:]
+
+
+def check_current(backend: str, current: int, where: str) -> None:
+    """For a store opened read-only, which cannot migrate: refuse one that is behind."""
+    todo = pending(backend, current, where)
+    if todo:
+        raise StoreError(
+            f"{where} has schema version {current}, this Thresher needs"
+            f" {todo[-1].version}: run any other thresher command on it once to upgrade it"
+        )

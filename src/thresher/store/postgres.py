@@ -15,8 +15,9 @@ import psycopg
 from psycopg.rows import dict_row
 
 from ..errors import StoreError, StoreUnavailable
+from ..redact import redact_text
 from .base import Row
-from .migrate import Step, migrations, pending
+from .migrate import Step, check_current, migrations, pending
 from .queries import load_queries, parse_queries
 
 __all__ = ["PostgresStore"]
@@ -63,31 +64,45 @@ class _PgTx:
 class PostgresStore:
     backend = "postgres"
 
-    def __init__(self, url: str, connect_timeout: int = 10) -> None:
+    def __init__(self, url: str, connect_timeout: int = 10, readonly: bool = False) -> None:
         self.url = url
+        self.readonly = readonly
         self._connect_timeout = connect_timeout
         self._conn = self._connect()
         self._queries = load_queries(self.backend)
         try:
-            self._migrate()
+            if readonly:
+                check_current(self.backend, self.schema_version(), "the PostgreSQL store")
+            else:
+                self._migrate()
         except BaseException:
             self._conn.close()
             raise
 
     def _connect(self) -> psycopg.Connection[Row]:
+        # Read-only: every transaction of the session is READ ONLY, so the server itself
+        # refuses a write, whatever a query says.
+        extra: dict[str, Any] = {}
+        if self.readonly:
+            extra["options"] = "-c default_transaction_read_only=on"
         try:
             return psycopg.connect(
                 self.url,
                 autocommit=True,
                 row_factory=dict_row,
                 connect_timeout=self._connect_timeout,
+                **extra,
             )
         except psycopg.Error as exc:
             reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
+            # libpq quotes parts of a URL it cannot parse, the password's included.
+            reason = redact_text(reason, self.url)
             raise StoreUnavailable(f"cannot connect to PostgreSQL store: {reason}") from None
 
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_PgTx]:
+        if write and self.readonly:
+            raise StoreError("the PostgreSQL store is open read-only")
         if self._conn.broken:
             # The server restarted or the network dropped: a long-running scheduler
             # reconnects instead of failing every run from now on.
@@ -97,7 +112,7 @@ class PostgresStore:
             with self._conn.transaction():
                 yield _PgTx(self._conn, self._queries)
         except psycopg.OperationalError as exc:
-            raise StoreUnavailable(f"PostgreSQL store: {exc}") from exc
+            raise StoreUnavailable(f"PostgreSQL store: {redact_text(str(exc), self.url)}") from exc
 
     def schema_version(self) -> int:
         try:

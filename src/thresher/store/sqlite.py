@@ -7,6 +7,8 @@ failing half-way through with SQLITE_BUSY when it first writes.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -16,7 +18,7 @@ from typing import Any
 
 from ..errors import StoreError, StoreUnavailable
 from .base import Row
-from .migrate import Step, pending
+from .migrate import Step, check_current, pending
 from .queries import load_queries, parse_queries
 
 __all__ = ["SQLiteStore"]
@@ -48,33 +50,62 @@ class _SQLiteTx:
 class SQLiteStore:
     backend = "sqlite"
 
-    def __init__(self, path: Path, busy_timeout: float = 60.0) -> None:
+    def __init__(self, path: Path, busy_timeout: float = 60.0, readonly: bool = False) -> None:
         self.path = path
         self.url = f"sqlite:///{path}"
+        self.readonly = readonly
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # isolation_level=None: we issue BEGIN/COMMIT ourselves.
-            conn = sqlite3.connect(
-                path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
-            )
+            if readonly:
+                conn = self._connect_readonly(path, busy_timeout)
+            else:
+                # The home folder and the store are private whatever the umask (unless it
+                # is stricter); SQLite gives its -wal and -shm files the database's mode.
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                with contextlib.suppress(FileExistsError):
+                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                # isolation_level=None: we issue BEGIN/COMMIT ourselves.
+                conn = sqlite3.connect(
+                    path, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+                )
+                conn.execute("PRAGMA journal_mode=WAL")
+                # NORMAL is durable against process crashes (kill -9) in WAL mode; only a
+                # power loss can cost the last transactions, never consistency.
+                conn.execute("PRAGMA synchronous=NORMAL")
+                conn.execute("PRAGMA foreign_keys=ON")
             conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL is durable against process crashes (kill -9) in WAL mode; only a power
-            # loss can cost the last transactions, never consistency.
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA foreign_keys=ON")
         except (sqlite3.Error, OSError) as exc:
             raise StoreUnavailable(f"cannot open SQLite store {path}: {exc}") from None
         self._conn = conn
         self._queries = load_queries(self.backend)
         try:
-            self._migrate()
+            if readonly:
+                check_current(self.backend, self.schema_version(), f"store {self.path}")
+            else:
+                self._migrate()
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise StoreUnavailable(f"cannot read SQLite store {path}: {exc}") from None
         except BaseException:
             self._conn.close()
             raise
 
+    @staticmethod
+    def _connect_readonly(path: Path, busy_timeout: float) -> sqlite3.Connection:
+        """The file opened read-only (mode=ro: SQLite refuses every write) and
+        query_only, so no statement can change it, nor create it if it is missing."""
+        if not path.is_file():
+            raise StoreUnavailable(f"no SQLite store at {path}: harvest something first")
+        uri = path.resolve().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(
+            uri, uri=True, timeout=busy_timeout, isolation_level=None, check_same_thread=False
+        )
+        conn.execute("PRAGMA query_only=ON")
+        return conn
+
     @contextmanager
     def transaction(self, write: bool = True) -> Iterator[_SQLiteTx]:
+        if write and self.readonly:
+            raise StoreError(f"store {self.path} is open read-only")
         self._begin("BEGIN IMMEDIATE" if write else "BEGIN")
         try:
             yield _SQLiteTx(self._conn, self._queries)

@@ -34,6 +34,22 @@ ON CONFLICT (source, month) DO UPDATE SET
     fetched_at = excluded.fetched_at,
     completed_at = excluded.completed_at
 
+-- name: checkpoint_archive_month
+-- Part of a unit stored by a job still harvesting it (a git epoch, a month of thousands
+-- of pages): its messages, in the same transaction, and the stop sign just past them.
+-- Counts, validators and the state are the finished job's to write.
+INSERT INTO archive_months (source, month, url, state, stored, stop_offset, stop_key,
+                            tail_sha256, fetched_at)
+VALUES (:source, :month, :url, 'open', :stored, :stop_offset, :stop_key, :tail_sha256, :now)
+ON CONFLICT (source, month) DO UPDATE SET
+    url = excluded.url,
+    state = 'open',
+    stored = excluded.stored,
+    stop_offset = excluded.stop_offset,
+    stop_key = excluded.stop_key,
+    tail_sha256 = excluded.tail_sha256,
+    fetched_at = excluded.fetched_at
+
 -- name: check_archive_month
 -- A month the archive says is unchanged (its count matches): only the check is recorded.
 UPDATE archive_months
@@ -62,6 +78,20 @@ WHERE source = :source AND conflict = 0 AND key IN (
 
 -- name: count_month_messages
 SELECT count(*) AS n FROM messages WHERE source = :source AND month = :month
+
+-- name: month_message_positions
+SELECT position, key FROM messages
+WHERE source = :source AND month = :month AND position IS NOT NULL
+
+-- name: source_message_positions
+SELECT position, key FROM messages WHERE source = :source AND position IS NOT NULL
+
+-- name: count_pairs_among
+-- How many of :pairs (a JSON array of [key, norm_sha256]) the list holds: a unit that
+-- is not a month counts what it added itself.
+SELECT count(*) AS n FROM messages
+WHERE source = :source AND (key, norm_sha256) IN (
+    SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(:pairs))
 
 -- name: count_source_messages
 SELECT count(*) AS n FROM messages WHERE source = :source

@@ -7,7 +7,7 @@ SELECT hash FROM crawl_urls WHERE source = :source
 
 -- name: crawl_pending
 -- With the validators, the capture they came from (see migration 0014) and its digest.
-SELECT hash, url, host, depth, etag, last_modified, status, digest,
+SELECT hash, url, host, depth, hop, etag, last_modified, status, digest,
        capture_uri, capture_date, capture_id
 FROM crawl_urls
 WHERE source = :source AND (fetched_run IS NULL OR fetched_run <> :run)
@@ -21,7 +21,7 @@ GROUP BY host
 
 -- name: crawl_pending_of_shard
 -- crawl_pending, of one shard's hosts only: a shard holds none of the others' URLs.
-SELECT u.hash, u.url, u.host, u.depth, u.etag, u.last_modified, u.status, u.digest,
+SELECT u.hash, u.url, u.host, u.depth, u.hop, u.etag, u.last_modified, u.status, u.digest,
        u.capture_uri, u.capture_date, u.capture_id
 FROM crawl_urls u JOIN crawl_hosts h ON h.host = u.host
 WHERE u.source = :source AND (u.fetched_run IS NULL OR u.fetched_run <> :run)
@@ -41,13 +41,23 @@ WHERE source = :source AND digest IS NOT NULL AND state = 'done'
 -- one statement: a JSON array of arrays, one per row, in the order its comment gives.
 -- (executemany would hand the GIL to the crawl's event loop and back for every row: a
 -- commit in the background then cost more CPU than the stall it saved.)
--- Rows: [hash, url, host, depth, seq]
-INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run)
+-- Rows: [hash, url, host, depth, seq, hop]
+INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run, hop)
 SELECT :source, json_extract(value, '$[0]'), json_extract(value, '$[1]'),
        json_extract(value, '$[2]'), json_extract(value, '$[3]'),
-       json_extract(value, '$[4]'), :run
+       json_extract(value, '$[4]'), :run, json_extract(value, '$[5]')
 FROM json_each(:rows) WHERE true
 ON CONFLICT (source, hash) DO NOTHING
+
+-- name: set_crawl_lastmods
+-- Rows: [hash, lastmod]: what a sitemap said of URLs it lists (new or known).
+WITH m AS MATERIALIZED (
+    SELECT json_extract(value, '$[0]') AS hash, json_extract(value, '$[1]') AS lastmod
+    FROM json_each(:rows)
+)
+UPDATE crawl_urls SET lastmod = m.lastmod
+FROM m
+WHERE crawl_urls.source = :source AND crawl_urls.hash = m.hash
 
 -- name: finish_crawl_urls
 -- Rows: [hash, state, status, error, fresh, etag, last_modified, digest, fetched_at,
@@ -87,7 +97,8 @@ FROM f
 WHERE crawl_urls.source = :source AND crawl_urls.hash = f.hash
 
 -- name: crawl_url_states
-SELECT url, depth, state, status, error, fetched_run, digest, warc_file, warc_offset
+SELECT url, depth, hop, lastmod, state, status, error, fetched_run, digest, warc_file,
+       warc_offset, capture_uri, capture_date, capture_id
 FROM crawl_urls WHERE source = :source ORDER BY seq
 
 -- name: open_crawl_run
@@ -112,6 +123,8 @@ UPDATE crawl_runs SET
     not_modified = not_modified + :not_modified,
     duplicates = duplicates + :duplicates,
     robots_excluded = robots_excluded + :robots_excluded,
+    requisites = requisites + :requisites,
+    sitemaps = sitemaps + :sitemaps,
     queued = :queued,
     hosts = :hosts,
     updated = :now
@@ -162,18 +175,21 @@ UPDATE crawl_runs SET
 WHERE run_id = :run
 
 -- name: send_crawl_urls
--- Rows: [shard, hash, url, depth] (see insert_crawl_urls). Two shards may send the same
--- URL: the owner gets it once, at the lesser depth.
-INSERT INTO crawl_inbox (run_id, shard, hash, url, depth)
+-- Rows: [shard, hash, url, depth, hop] (see insert_crawl_urls). Two shards may send the
+-- same URL: the owner gets it once, at the lesser depth (and as a link if either found
+-- it as one).
+INSERT INTO crawl_inbox (run_id, shard, hash, url, depth, hop)
 SELECT :run, json_extract(value, '$[0]'), json_extract(value, '$[1]'),
-       json_extract(value, '$[2]'), json_extract(value, '$[3]')
+       json_extract(value, '$[2]'), json_extract(value, '$[3]'), json_extract(value, '$[4]')
 FROM json_each(:rows) WHERE true
-ON CONFLICT (run_id, shard, hash) DO UPDATE SET depth = CASE
-    WHEN excluded.depth < crawl_inbox.depth THEN excluded.depth ELSE crawl_inbox.depth END
+ON CONFLICT (run_id, shard, hash) DO UPDATE SET
+    depth = CASE WHEN excluded.depth < crawl_inbox.depth
+                 THEN excluded.depth ELSE crawl_inbox.depth END,
+    hop = CASE WHEN excluded.hop < crawl_inbox.hop THEN excluded.hop ELSE crawl_inbox.hop END
 
 -- name: drain_crawl_inbox
 DELETE FROM crawl_inbox WHERE run_id = :run AND shard = :shard
-RETURNING hash, url, depth
+RETURNING hash, url, depth, hop
 
 -- name: crawl_shards_state
 -- One statement, so one snapshot: the run is over when all its shards have started,
@@ -212,3 +228,8 @@ SELECT shard FROM crawl_hosts WHERE run_id = :run AND host = :host
 -- name: assign_crawl_host
 INSERT INTO crawl_hosts (run_id, host, shard) VALUES (:run, :host, :shard)
 ON CONFLICT (run_id, host) DO NOTHING
+
+-- name: crawl_run_errors
+-- Sitemaps (hop 2) that failed are not the crawl's errors: they are not counted either.
+SELECT status, error FROM crawl_urls
+WHERE source = :source AND fetched_run = :run AND state = 'error' AND hop <> 2

@@ -54,7 +54,7 @@ SELECT * FROM file_meta WHERE sha1 = :sha1
 -- name: source_run_started
 SELECT started FROM source_runs WHERE id = :id
 
--- The ingest engine's queue (thresher.ingest.ledger, migration 0016). Batch queries take
+-- The ingest engine's queue (thresher.ingest.ledger, migration 0019). Batch queries take
 -- a JSON array of arrays in :rows, one per row, in the order their comment gives: a
 -- commit writes each kind of row in one statement.
 

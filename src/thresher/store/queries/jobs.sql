@@ -119,6 +119,12 @@ SET state = 'pending', not_before = :not_before, lease_owner = NULL, lease_expir
     updated = :now
 WHERE id = :id AND state = 'leased' AND lease_owner = :owner
 
+-- name: hold_lease
+-- A handler's checkpoint commits only while its job is still leased to it; the update
+-- (of nothing) keeps the row locked until then, so the lease cannot expire in between.
+UPDATE jobs SET lease_expires = lease_expires
+WHERE id = :id AND state = 'leased' AND lease_owner = :owner
+
 -- name: renew_leases
 UPDATE jobs SET lease_expires = :expires
 WHERE state = 'leased' AND lease_owner = :owner

@@ -2,10 +2,19 @@
 -- jsonb_array_elements: one statement and one round trip per batch.
 
 -- name: insert_crawl_urls
-INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run)
-SELECT :source, (e->>0)::bigint, e->>1, e->>2, (e->>3)::integer, (e->>4)::bigint, :run
+INSERT INTO crawl_urls (source, hash, url, host, depth, seq, discovered_run, hop)
+SELECT :source, (e->>0)::bigint, e->>1, e->>2, (e->>3)::integer, (e->>4)::bigint, :run,
+       (e->>5)::integer
 FROM jsonb_array_elements(:rows::jsonb) AS e
 ON CONFLICT (source, hash) DO NOTHING
+
+-- name: set_crawl_lastmods
+UPDATE crawl_urls AS u SET lastmod = m.lastmod
+FROM (
+    SELECT (e->>0)::bigint AS hash, e->>1 AS lastmod
+    FROM jsonb_array_elements(:rows::jsonb) AS e
+) AS m
+WHERE u.source = :source AND u.hash = m.hash
 
 -- name: finish_crawl_urls
 UPDATE crawl_urls AS u SET
@@ -34,8 +43,10 @@ FROM (
 WHERE u.source = :source AND u.hash = f.hash
 
 -- name: send_crawl_urls
-INSERT INTO crawl_inbox (run_id, shard, hash, url, depth)
-SELECT :run, (e->>0)::integer, (e->>1)::bigint, e->>2, (e->>3)::integer
+INSERT INTO crawl_inbox (run_id, shard, hash, url, depth, hop)
+SELECT :run, (e->>0)::integer, (e->>1)::bigint, e->>2, (e->>3)::integer, (e->>4)::integer
 FROM jsonb_array_elements(:rows::jsonb) AS e
-ON CONFLICT (run_id, shard, hash) DO UPDATE SET depth = CASE
-    WHEN excluded.depth < crawl_inbox.depth THEN excluded.depth ELSE crawl_inbox.depth END
+ON CONFLICT (run_id, shard, hash) DO UPDATE SET
+    depth = CASE WHEN excluded.depth < crawl_inbox.depth
+                 THEN excluded.depth ELSE crawl_inbox.depth END,
+    hop = CASE WHEN excluded.hop < crawl_inbox.hop THEN excluded.hop ELSE crawl_inbox.hop END

@@ -1,0 +1,112 @@
+"""What every route of `thresher serve` shares: the read-only store, the settings, the
+templates, and the headers that make a response safe."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from aiohttp import web
+from jinja2 import Environment
+
+from ..clock import iso
+from ..sources.archives import ARCHIVE_TYPE_NAMES
+from ..store import Tx
+from ..store.aio import AsyncStore
+from .auth import Access
+from .templates import environment, href
+
+__all__ = [
+    "CSP_PAGE",
+    "CSP_SANDBOX",
+    "Context",
+    "source_href",
+]
+
+T = TypeVar("T")
+
+# Pages computed under the same store fingerprint are served again for this long at
+# most (a worker that stops beating changes nothing in the store: it just goes quiet).
+CACHE_SECONDS = 10.0
+CACHE_ENTRIES = 256
+
+# Every page: nothing but this server's own script, styles and fetches; no inline script
+# or style, no plugin, no frame, no form posting elsewhere.
+CSP_PAGE = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+# Harvested bytes (a raw message, an archived page's payload, an attachment): even if a
+# browser were talked into rendering them, they run in a sandbox without script, origin,
+# forms or plugins.
+CSP_SANDBOX = "sandbox; default-src 'none'; frame-ancestors 'none'"
+
+
+def source_href(source: dict[str, Any]) -> str:
+    """The page of a source, by its type."""
+    if source["type"] in ARCHIVE_TYPE_NAMES:
+        return href("lists", source["name"])
+    if source["type"] == "web":
+        return href("crawls", source["name"])
+    if source["type"] == "ingest":
+        return "/ingest"
+    return href("sources", source["name"])
+
+
+@dataclass
+class Context:
+    store: AsyncStore
+    home: Path
+    lease_seconds: float
+    access: Access
+    store_info: dict[str, Any]  # backend, url (password hidden), schema_version
+    env: Environment = field(default_factory=environment)
+    _cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def read(self, fn: Callable[[Tx], T]) -> T:
+        """Run `fn` in a read-only transaction on a store thread."""
+        return await self.store.run(fn, write=False)
+
+    async def read_cached(self, key: Hashable, fn: Callable[[Tx], T]) -> T:
+        """`read`, remembered: in the same transaction the store's fingerprint
+        (serve_fingerprint) is read first, and while it and the 10-second period are the
+        same, the page's data is not read again. Why: the aggregate pages (the status's
+        per-list counts, ingest stats) read many rows; a store where nothing moves
+        answers them from memory, one where harvests run recomputes them at most once per
+        change. The data is never changed by the caller."""
+
+        def run(tx: Tx) -> T:
+            fingerprint = tuple((tx.one("serve_fingerprint") or {}).values())
+            full = (key, fingerprint, int(time.time() // CACHE_SECONDS))
+            with self._lock:
+                if full in self._cache:
+                    self._cache.move_to_end(full)
+                    return self._cache[full]  # type: ignore[no-any-return]
+            value = fn(tx)
+            with self._lock:
+                self._cache[full] = value
+                while len(self._cache) > CACHE_ENTRIES:
+                    self._cache.popitem(last=False)
+            return value
+
+        return await self.store.run(run, write=False)
+
+    def render(
+        self, template: str, nav: str = "", status: int = 200, **values: Any
+    ) -> web.Response:
+        now = time.time()
+        html = self.env.get_template(template).render(
+            nav=nav,
+            now=now,
+            now_iso=iso(now),
+            store_label=f"{self.store_info['backend']} store",
+            source_href=source_href,
+            **values,
+        )
+        return web.Response(text=html, status=status, content_type="text/html", charset="utf-8")
