@@ -118,24 +118,29 @@ def digest(response: Response) -> Digests:
 
 
 class Hasher:
-    """A thread that hashes bodies (`digest`) beside the event loop, handing the results
-    back in batches: one wake-up of the loop for all the results ready by then. An
-    executor's future per call cost the loop about as much as hashing a page itself."""
+    """A thread that keeps bodies (`IngestArchive.keep`: their digests and their WARC
+    records, C calls that let go of the GIL for all but a few microseconds) beside the
+    event loop, handing the results back in batches: one wake-up of the loop for all the
+    results ready by then. An executor's future per call cost the loop about as much as
+    hashing a page itself."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, archive: IngestArchive) -> None:
         self._loop = loop
-        self._in: queue.SimpleQueue[tuple[Response, asyncio.Future[Digests]] | None] = (
+        self._archive = archive
+        self._in: queue.SimpleQueue[tuple[Response, str | None, asyncio.Future[Kept]] | None] = (
             queue.SimpleQueue()
         )
-        self._out: list[tuple[asyncio.Future[Digests], Digests | Exception]] = []
+        self._out: list[tuple[asyncio.Future[Kept], Kept | Exception]] = []
         self._lock = threading.Lock()
         self._waking = False
         self._thread = threading.Thread(target=self._run, name="thresher-hash", daemon=True)
         self._thread.start()
 
-    def digest(self, response: Response) -> asyncio.Future[Digests]:
-        done: asyncio.Future[Digests] = self._loop.create_future()
-        self._in.put((response, done))
+    def keep(self, response: Response, mimetype: str | None) -> asyncio.Future[Kept]:
+        """`response`'s body digested and its records built, to come (once the archive
+        is open)."""
+        done: asyncio.Future[Kept] = self._loop.create_future()
+        self._in.put((response, mimetype, done))
         return done
 
     def close(self) -> None:
@@ -143,10 +148,10 @@ class Hasher:
 
     def _run(self) -> None:
         while (item := self._in.get()) is not None:
-            response, done = item
-            result: Digests | Exception
+            response, mimetype, done = item
+            result: Kept | Exception
             try:
-                result = digest(response)
+                result = self._archive.keep(response, mimetype)
             except Exception as exc:  # a bug: the walk that asked gets it
                 result = exc
             with self._lock:

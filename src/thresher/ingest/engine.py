@@ -5,14 +5,14 @@ host. An engine reads its shard's rows a page at a time and keeps `concurrency` 
 going, one host per walk at a time, taking the hosts in turn: each walk
 (`thresher.ingest.walk`, which decides every step) fetches through the engine's
 `PoliteFetcher` (robots.txt, the per-host and per-address delays, Retry-After, parking and,
-with `leases`, the turns every worker of the store takes on a host). Every 2xx body is
-hashed as soon as it is fetched, on a thread of its own (`Hasher`: SHA-1, SHA-256 and MD5
-of the body and the record's block digest, a quarter of the CPU an ingest takes, most of
-it without the GIL) while the walk reads it, and its WARC records are built
-(`IngestArchive.record`). The engine commits in batches, beside the walks: about every
-`COMMIT_SECONDS`, or sooner once `COMMIT_BYTES` of records wait, the results finished
-since, their bodies (file_meta, the records and the WARC position) and the queue rows
-they empty go in one transaction.
+with `leases`, the turns every worker of the store takes on a host). Every 2xx body,
+once the walk has read (sniffed) it, is hashed and made into its WARC records on a thread
+of its own (`Hasher`, `IngestArchive.keep`: SHA-1, SHA-256 and MD5 of the body, the
+record's block digest and its gzip members, a third of the CPU an ingest takes, most of
+it without the GIL) while the walk goes on. The engine commits in batches, beside the
+walks: about every `COMMIT_SECONDS`, or sooner once `COMMIT_BYTES` of records wait, the
+results finished since, their bodies (file_meta, the records and the WARC position) and
+the queue rows they empty go in one transaction.
 
 A transient failure (timeout, reset, 5xx, a host that asks for more than an hour) is
 tried again after a backoff (`backoff_delay`, the server's Retry-After honoured), up to
@@ -58,7 +58,7 @@ from ..fetch.leases import StickyLeases
 from ..fetch.polite import PoliteFetcher, RobotsDisallowed
 from ..jobs.retry import backoff_delay
 from ..store.aio import AsyncStore
-from .archive import Digests, Hasher, IngestArchive, Kept
+from .archive import Hasher, IngestArchive, Kept
 from .ledger import PAGE, Batch, Entry, commit, entries
 from .walk import DEFAULT_BLOCKLIST, MAX_HOPS, Answer, Blocklist, Fetch, Verdict, Walk
 
@@ -66,8 +66,8 @@ __all__ = ["COMMIT_SECONDS", "IngestEngine", "IngestSettings", "ShardSummary"]
 
 log = logging.getLogger("thresher.ingest")
 
-# A body fetched, its sniffed type, and its digests to come (`Hasher`).
-Hashing = tuple[Response, str | None, "asyncio.Future[Digests]"]
+# A body fetched, and its digests and records to come (`Hasher`).
+Hashing = tuple[Response, "asyncio.Future[Kept]"]
 
 COMMIT_SECONDS = 0.1
 """Longest a finished URL waits for its commit (what a `kill -9` makes walk again)."""
@@ -183,7 +183,7 @@ class IngestEngine:
 
     async def run(self) -> ShardSummary:
         t0 = time.monotonic()
-        self._hasher = Hasher(asyncio.get_running_loop())
+        self._hasher = Hasher(asyncio.get_running_loop(), self.archive)
         try:
             await self.store.run(self.archive.open_in)
             self._last_commit = self.clock.monotonic()
@@ -383,16 +383,14 @@ class IngestEngine:
             content_type = resp.header("Content-Type")
             answer = Answer(url, resp.status, resp.location, resp.content, content_type)
             terminal = None
+            step = walk.on_answer(answer)
             if 200 <= resp.status < 300 and resp.content:
-                # Hashed on the Hasher's thread (hashlib lets go of the GIL) while the
-                # walk reads the body here and goes on.
+                # Hashed and made into records on the Hasher's thread (hashlib and zlib
+                # let go of the GIL) while the walk goes on; as sniffed (`stored` records
+                # for compressed types).
                 assert self._hasher is not None
-                hashed = self._hasher.digest(resp)
-                step = walk.on_answer(answer)
                 terminal = len(bodies)
-                bodies.append((resp, walk.sniffed, hashed))
-            else:
-                step = walk.on_answer(answer)
+                bodies.append((resp, self._hasher.keep(resp, walk.sniffed)))
         verdict: Verdict = step
         if verdict.transient and entry.attempts + 1 < s.max_attempts:
             entry.attempts += 1
@@ -450,9 +448,7 @@ class IngestEngine:
         terminal: int | None,
         entry: Entry,
     ) -> None:
-        kept = []
-        for resp, mimetype, hashed in bodies:
-            kept.append(self.archive.record(resp, mimetype, await hashed))
+        kept = [await hashed for _, hashed in bodies]
         self._record(kept, result, terminal, entry)
 
     def _record(
