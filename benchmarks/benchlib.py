@@ -35,6 +35,73 @@ def child_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("THRESHER_")}
 
 
+@dataclass(frozen=True)
+class Build:
+    """Which Thresher a row runs: the one `python3` imports (`pythonpath` None), or one
+    exported from git (`baseline`), imported first through PYTHONPATH."""
+
+    label: str  # "" for this checkout's, else "@REV (commit)"
+    pythonpath: str | None = None
+
+    def env(self) -> dict[str, str]:
+        env = child_env()
+        if self.pythonpath is not None:
+            env["PYTHONPATH"] = self.pythonpath
+        return env
+
+
+THIS = Build("")
+
+
+def precompile(folder: str) -> None:
+    """Compile a Thresher's modules to bytecode, as installing it does. Where the scripts
+    run with PYTHONDONTWRITEBYTECODE set (as in CI), a source checkout has none, and each
+    `thresher` process compiled every module it imported again: 0.4-0.5 s of CPU, in
+    every row, not the program's cost. Those of installed packages are compiled already."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", folder], env=env, check=True, timeout=600
+    )
+
+
+@contextlib.contextmanager
+def baseline(rev: str, work: Path) -> Iterator[Build]:
+    """The Thresher of git revision `rev` of this checkout (its `src/`), exported into
+    `work` and compiled, for rows side by side with this one's (same venv, same
+    dependencies)."""
+    root = Path(__file__).resolve().parent.parent
+    commit = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
+    if commit.returncode != 0:
+        raise BenchError(f"--baseline {rev}: not a revision of {root}: {commit.stderr.strip()}")
+    folder = work / f"baseline-{commit.stdout.strip()}"
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.Popen(
+        ["git", "-C", str(root), "archive", rev, "src"], stdout=subprocess.PIPE
+    )
+    subprocess.run(["tar", "-x", "-C", str(folder)], stdin=archive.stdout, check=True)
+    if archive.wait() != 0:
+        raise BenchError(f"git archive {rev} failed")
+    precompile(str(folder / "src"))
+    try:
+        yield Build(f"@{rev} ({commit.stdout.strip()})", str(folder / "src"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def median_of(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
 def thresher_cmd(home: Path, db: str | None, *args: str) -> list[str]:
     cmd = [sys.executable, "-m", "thresher", "--home", str(home)]
     if db:

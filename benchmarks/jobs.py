@@ -9,6 +9,7 @@ process start and exit included.
 
     python benchmarks/jobs.py            # 20000 leaves per row (about 20800 jobs)
     python benchmarks/jobs.py --quick    # 2000 leaves per row
+    python benchmarks/jobs.py --rounds 3 --baseline main   # beside main's, 3 rounds each
 
 PostgreSQL: a private throwaway server (tests/pg.py) unless THRESHER_BENCH_PG holds the
 postgresql:// URL of a server on which the benchmark may create and drop databases.
@@ -37,10 +38,23 @@ from typing import Any
 import psycopg
 
 # The modules shared by the benchmark scripts, from this folder (sys.path[0] when run).
-from benchlib import BenchError, child_env, raise_on_sigterm, thresher_cmd, thresher_folder
+from benchlib import (
+    THIS,
+    BenchError,
+    Build,
+    baseline,
+    precompile,
+    raise_on_sigterm,
+    thresher_cmd,
+    thresher_folder,
+    verdict,
+)
 from benchpg import Postgres, postgres
 
 SOURCE = "bench"
+# The targets (issue 22): jobs/s of the median round.
+SQLITE_TARGET = 3000  # each SQLite row (one process: SQLite has one writer)
+POSTGRES_TARGET = 2000  # PostgreSQL with 4 worker processes
 
 
 @dataclass(frozen=True)
@@ -62,6 +76,7 @@ CASES = (
 @dataclass(frozen=True)
 class Result:
     case: Case
+    build: Build
     jobs_done: int
     seconds: float
     client_cpu: float  # user + system seconds of the `thresher run` processes
@@ -87,10 +102,10 @@ def expected_results(leaves: int, fanout: int) -> int:
 # --- running `thresher` -----------------------------------------------------------------
 
 
-def thresher(home: Path, db: str | None, *args: str) -> str:
+def thresher(home: Path, db: str | None, *args: str, build: Build = THIS) -> str:
     proc = subprocess.run(
         thresher_cmd(home, db, *args),
-        env=child_env(),
+        env=build.env(),
         cwd=home.parent,
         capture_output=True,
         text=True,
@@ -128,7 +143,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_processes(home: Path, db: str | None, case: Case, timeout: float) -> tuple[float, float]:
+def run_processes(
+    home: Path, db: str | None, case: Case, timeout: float, build: Build
+) -> tuple[float, float]:
     """Start `case.processes` runs of the source at once; (wall seconds, CPU seconds)."""
     procs: list[subprocess.Popen[bytes]] = []
     logs: list[Path] = []
@@ -143,7 +160,7 @@ def run_processes(home: Path, db: str | None, case: Case, timeout: float) -> tup
                 procs.append(
                     subprocess.Popen(
                         thresher_cmd(home, db, *args),
-                        env=child_env(),
+                        env=build.env(),
                         cwd=home.parent,
                         stdout=err,
                         stderr=subprocess.STDOUT,
@@ -203,7 +220,13 @@ def jobs_autovacuum(db: str) -> tuple[int, int] | None:
 
 
 def measure(
-    case: Case, work: Path, pg: Postgres | None, leaves: int, fanout: int, timeout: float
+    case: Case,
+    work: Path,
+    pg: Postgres | None,
+    leaves: int,
+    fanout: int,
+    timeout: float,
+    build: Build = THIS,
 ) -> Result:
     row_dir = Path(tempfile.mkdtemp(prefix=f"{case.backend}-", dir=work))
     home = row_dir / "home"
@@ -215,13 +238,13 @@ def measure(
                 db = stack.enter_context(pg.database())
             thresher(
                 home, db, "source", "add", SOURCE, "synthetic:",
-                "-o", f"jobs={leaves}", "-o", f"fanout={fanout}",
+                "-o", f"jobs={leaves}", "-o", f"fanout={fanout}", build=build,
             )  # fmt: skip
             server0 = pg.cpu_seconds() if pg and db else None
-            seconds, cpu = run_processes(home, db, case, timeout)
+            seconds, cpu = run_processes(home, db, case, timeout, build)
             server1 = pg.cpu_seconds() if pg and db else None
             autovacuum = jobs_autovacuum(db) if db else None
-            status = json.loads(thresher(home, db, "status", "--json"))
+            status = json.loads(thresher(home, db, "status", "--json", build=build))
             jobs = status["jobs"]
             want = expected_jobs(leaves, fanout)
             if jobs["done"] != want or jobs["pending"] or jobs["leased"] or jobs["failed"]:
@@ -233,7 +256,7 @@ def measure(
                     f" {expected_results(leaves, fanout)} rows, one per leaf and commit"
                 )
             server = None if server0 is None or server1 is None else server1 - server0
-            return Result(case, int(jobs["done"]), seconds, cpu, server, autovacuum)
+            return Result(case, build, int(jobs["done"]), seconds, cpu, server, autovacuum)
     finally:
         shutil.rmtree(row_dir, ignore_errors=True)
 
@@ -242,23 +265,66 @@ def measure(
 
 
 def table(results: Sequence[Result]) -> str:
+    """One line per case and build: its median round (by seconds), and every round's rate."""
     head = (
-        "| backend | processes | workers per process | jobs done | seconds | jobs/s"
-        " | vs row 1 | client CPU s | server CPU s | jobs autovacuum/analyze |"
+        "| thresher | backend | processes | workers per process | jobs done | seconds | jobs/s"
+        " | rounds (jobs/s) | client CPU ms/job | server CPU ms/job | jobs autovacuum/analyze |"
     )
-    lines = [head, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
-    base = results[0].rate if results else 1.0
-    for r in results:
-        server = "n/a" if r.server_cpu is None else f"{r.server_cpu:.1f}"
+    lines = [head, "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|"]
+    for group in groups(results):
+        r = median_result(group)
+        server = "n/a" if r.server_cpu is None else f"{1000 * r.server_cpu / r.jobs_done:.2f}"
         vacuum = "-" if r.autovacuum is None else f"{r.autovacuum[0]}/{r.autovacuum[1]}"
         if r.case.backend == "sqlite":
-            server = "-"
+            server = vacuum = "-"
+        rounds = ", ".join(f"{g.rate:.0f}" for g in group)
         lines.append(
-            f"| {r.case.backend} | {r.case.processes} | {r.case.workers} | {r.jobs_done}"
-            f" | {r.seconds:.2f} | {r.rate:.0f} | {r.rate / base:.2f}"
-            f" | {r.client_cpu:.1f} | {server} | {vacuum} |"
+            f"| {r.build.label or 'this'} | {r.case.backend} | {r.case.processes}"
+            f" | {r.case.workers} | {r.jobs_done} | {r.seconds:.2f} | {r.rate:.0f} | {rounds}"
+            f" | {1000 * r.client_cpu / r.jobs_done:.2f} | {server} | {vacuum} |"
         )
     return "\n".join(lines)
+
+
+def groups(results: Sequence[Result]) -> list[list[Result]]:
+    """The results by (build, case), in the order first measured."""
+    by: dict[tuple[str, Case], list[Result]] = {}
+    for r in results:
+        by.setdefault((r.build.label, r.case), []).append(r)
+    return list(by.values())
+
+
+def median_result(group: Sequence[Result]) -> Result:
+    ordered = sorted(group, key=lambda r: r.seconds)
+    return ordered[(len(ordered) - 1) // 2]
+
+
+def targets(results: Sequence[Result]) -> list[str]:
+    """The targets' lines for this checkout's rows: median rate against each target, and
+    against the baseline's median when there is one."""
+    lines = []
+    medians = {(g[0].build.label, g[0].case): median_result(g) for g in groups(results)}
+    for (label, case), r in medians.items():
+        if label:
+            continue
+        if case.backend == "sqlite":
+            target = SQLITE_TARGET
+        elif case.processes == 4:
+            target = POSTGRES_TARGET
+        else:
+            continue
+        before = [b for (lb, c), b in medians.items() if lb and c == case]
+        vs = "".join(f"; {b.build.label}: {b.rate:.0f}, x{r.rate / b.rate:.2f}" for b in before)
+        lines.append(
+            f"target: {case.backend}, {case.processes} process(es) x --workers {case.workers}:"
+            f" >= {target} jobs/s: {r.rate:.0f} (median of {len(groups_of(results, r))}"
+            f" rounds){vs}: {verdict(r.rate >= target)}"
+        )
+    return lines
+
+
+def groups_of(results: Sequence[Result], r: Result) -> list[Result]:
+    return [x for x in results if x.build == r.build and x.case == r.case]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -271,12 +337,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--backend", choices=("all", "sqlite", "postgres"), default="all", help="rows to run"
     )
     parser.add_argument(
+        "--rounds", type=int, default=1, help="measure each row this many times (1)"
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also measure the Thresher of git revision REV (e.g. main), row for row",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=1800, help="seconds one row may take (1800)"
     )
     opts = parser.parse_args(argv)
     leaves = 2000 if opts.quick else opts.jobs
-    if leaves < 1 or opts.fanout < 1:
-        parser.error("--jobs and --fanout must be positive")
+    if leaves < 1 or opts.fanout < 1 or opts.rounds < 1:
+        parser.error("--jobs, --fanout and --rounds must be positive")
     cases = [c for c in CASES if opts.backend in ("all", c.backend)]
 
     raise_on_sigterm()
@@ -285,7 +359,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     load_before = os.getloadavg()[0]
     try:
         origin = thresher_origin()
+        precompile(thresher_folder())
         with contextlib.ExitStack() as stack:
+            builds = [THIS]
+            if opts.baseline:
+                builds.append(stack.enter_context(baseline(opts.baseline, work)))
             pg = None
             if any(c.backend == "postgres" for c in cases):
                 missing = (
@@ -294,30 +372,41 @@ def main(argv: Sequence[str] | None = None) -> int:
                     " PostgreSQL rows"
                 )
                 pg = stack.enter_context(postgres(missing, ", otherwise default settings"))
-            for n, case in enumerate(cases, 1):
+            steps = [(r, c, b) for r in range(opts.rounds) for c in cases for b in builds]
+            for n, (round_, case, build) in enumerate(steps, 1):
                 print(
-                    f"[{n}/{len(cases)}] {case.backend}, {case.processes} process(es)"
-                    f" x --workers {case.workers} …",
+                    f"[{n}/{len(steps)}] round {round_ + 1}, {build.label or 'this'},"
+                    f" {case.backend}, {case.processes} process(es) x --workers {case.workers} …",
                     end=" ",
                     file=sys.stderr,
                     flush=True,
                 )
-                result = measure(case, work, pg, leaves, opts.fanout, opts.timeout)
-                print(f"{result.jobs_done} jobs in {result.seconds:.2f} s", file=sys.stderr)
+                result = measure(case, work, pg, leaves, opts.fanout, opts.timeout, build)
+                print(
+                    f"{result.jobs_done} jobs in {result.seconds:.2f} s ({result.rate:.0f}/s),"
+                    f" load {os.getloadavg()[0]:.2f}",
+                    file=sys.stderr,
+                )
                 results.append(result)
             now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
             print(
                 f"Thresher job throughput, {now}; {leaves} leaves, fanout {opts.fanout}"
-                f" ({expected_jobs(leaves, opts.fanout)} jobs per row); {os.cpu_count()} CPUs,"
-                f" Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+                f" ({expected_jobs(leaves, opts.fanout)} jobs per row), {opts.rounds} round(s);"
+                f" {os.cpu_count()} CPUs ({cpu_model()}), Python {platform.python_version()},"
+                f" SQLite {sqlite3.sqlite_version}"
             )
             print(origin)
+            for build in builds[1:]:
+                print(f"Baseline {build.label}: exported from git, same Python and packages")
             if pg is not None:
                 print(f"PostgreSQL: {pg.describe}")
             load_after = os.getloadavg()[0]
             print(f"Load average (1 min) before: {load_before:.2f}, after: {load_after:.2f}")
             print()
             print(table(results))
+            print()
+            for line in targets(results):
+                print(line)
     except (BenchError, psycopg.Error) as exc:
         print(f"\nbenchmark failed: {exc}", file=sys.stderr)
         status = 1
@@ -331,6 +420,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results:
         print("\nRows measured before that:\n\n" + table(results), file=sys.stderr)
     return status
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -532,3 +532,108 @@ def test_a_lull_says_whether_a_worker_elsewhere_is_alive(store: Store) -> None:
     with store.transaction() as tx:
         tx.execute("stop_worker", owner="them", now=101, jobs_done=0)
     assert not lull(102).elsewhere
+
+
+# -- Many jobs per statement: a worker process's claims and group commits -----------------
+
+
+def test_claim_many_takes_the_next_n_in_claim_order_and_no_job_twice(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        for name, now in [("a", 3.0), ("b", 1.0), ("c", 2.0), ("d", 0.0), ("e", 9.0)]:
+            add_job(tx, run, name, now=now)
+    with store.transaction() as tx:
+        first = queue.claim_many(tx, "w1", [run], 5.0, LEASE, 3)
+    assert [j.key.rsplit(":", 1)[1] for j in first] == ["d", "b", "c"]
+    assert all(j.state is JobState.LEASED and j.lease_owner == "w1" for j in first)
+    with store.transaction() as tx:
+        second = queue.claim_many(tx, "w2", [run], 5.0, LEASE, 9)
+    assert [j.key.rsplit(":", 1)[1] for j in second] == ["a"]  # e is not due yet
+    with store.transaction() as tx:
+        assert queue.claim_many(tx, "w2", [run], 5.0, LEASE, 9) == []
+
+
+def test_claim_many_goes_on_to_the_next_run(store: Store) -> None:
+    one, two = new_run(store, "one"), new_run(store, "two")
+    with store.transaction() as tx:
+        add_job(tx, one, "x")
+        add_job(tx, two, "y")
+        add_job(tx, two, "z")
+    with store.transaction() as tx:
+        jobs = queue.claim_many(tx, "w", [one, two], 1.0, LEASE, 2)
+    assert [j.source_run_id for j in jobs] == [one, two]
+
+
+def test_unclaimed_jobs_are_pending_as_before_without_an_attempt(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+        add_job(tx, run, "b")
+    with store.transaction() as tx:
+        jobs = queue.claim_many(tx, "w", [run], 1.0, LEASE, 2)
+        assert queue.unclaim(tx, jobs[1:], "someone else", 1.0) == 0  # not theirs
+        assert queue.unclaim(tx, jobs[1:], "w", 1.0) == 1
+    assert states(store, run) == {f"run{run}:a": "leased", f"run{run}:b": "pending"}
+    again = claim(store, "w2", run, 2.0)
+    assert again is not None and again.key == f"run{run}:b" and again.attempts == 0
+
+
+def test_complete_many_commits_each_once_and_skips_a_lost_lease(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        for name in ("p", "q", "r"):
+            add_job(tx, run, name)
+    with store.transaction() as tx:
+        p, q, r = queue.claim_many(tx, "w", [run], 1.0, LEASE, 3)
+    with store.transaction() as tx:  # r's lease was lost: expired and taken elsewhere
+        tx.execute("expire_owner_leases", owner="w", now=2.0)
+        p, q = queue.claim_many(tx, "w", [run], 2.0, LEASE, 2)
+        taken = queue.claim(tx, "elsewhere", [run], 2.0, LEASE)
+        assert taken is not None and taken.id == r.id
+
+    def write(key: str) -> Outcome:
+        def w(tx: Tx) -> None:
+            tx.execute(
+                "insert_synthetic_result", source="src", job_key=key, owner="w", value="v", now=3
+            )
+
+        return Outcome(result={"k": key}, write=w)
+
+    children = Outcome(children=(JobSpec("k", "c1"), JobSpec("k", "c2")))
+    batch = [(p, children), (q, write(q.key)), (r, write(r.key))]
+    with store.transaction() as tx:
+        got = queue.complete_many(tx, batch, "w", 3.0, MAX)
+    assert [j.id for j in got.lost] == [r.id]
+    assert set(got.due) == {p.id}  # p's join may be due at once (its children may exist)
+    with store.transaction() as tx:
+        assert [row["job_key"] for row in tx.all("synthetic_results", source="src")] == [q.key]
+        row = tx.one("get_job", id=q.id)
+        assert row is not None and row["result"] == '{"k": "' + q.key + '"}'
+    assert states(store, run) == {
+        f"run{run}:p": "done",
+        f"run{run}:q": "done",
+        f"run{run}:r": "leased",
+        f"run{run}:p/c1": "pending",
+        f"run{run}:p/c2": "pending",
+        f"run{run}:p#commit": "waiting",
+    }
+    # Completing them again (a retried commit): nothing more is written.
+    with store.transaction() as tx:
+        again = queue.complete_many(tx, batch, "w", 4.0, MAX)
+    assert {j.id for j in again.lost} == {p.id, q.id, r.id} and again.due == []
+
+
+def test_a_write_that_fails_rolls_back_the_whole_group(store: Store) -> None:
+    run = new_run(store)
+    with store.transaction() as tx:
+        add_job(tx, run, "a")
+        add_job(tx, run, "b")
+    with store.transaction() as tx:
+        a, b = queue.claim_many(tx, "w", [run], 1.0, LEASE, 2)
+
+    def broken(tx: Tx) -> None:
+        raise ValueError("a constraint")
+
+    with pytest.raises(ValueError), store.transaction() as tx:
+        queue.complete_many(tx, [(a, Outcome()), (b, Outcome(write=broken))], "w", 2.0, MAX)
+    assert states(store, run) == {f"run{run}:a": "leased", f"run{run}:b": "leased"}

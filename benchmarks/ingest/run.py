@@ -60,15 +60,21 @@ from urllib.parse import urljoin, urlsplit
 # The modules shared by the benchmark scripts, from the folder above.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchlib import (
+    THIS,
     BenchError,
+    Build,
+    baseline,
     bench_run,
     child_env,
     find_program,
     free_port,
     measure_tree,
     nginx_process,
+    precompile,
     thresher_cmd,
+    thresher_folder,
     thresher_version,
+    verdict,
 )
 from benchpg import Postgres, postgres, tests_pg
 from procstats import tree_cpu_seconds
@@ -80,6 +86,10 @@ HOSTS = 20
 SEED = 20261202  # of the site's random generator: the same site on every run
 USER_AGENT = "thresher-ingest-bench/1"
 STEPS = ("sqlite", "postgres", "kill", "wget2")
+# The targets (issue 22), for the median round of each clean run.
+RATE_TARGETS = {"sqlite": 1000.0, "postgres": 700.0}  # requests/s
+CPU_TARGET_MS = 1.5  # Thresher's CPU per request (user + system, its whole process tree)
+RSS_TARGET_MIB = 150.0  # peak RSS
 
 
 # --- the site ---------------------------------------------------------------------------
@@ -630,10 +640,11 @@ def run_measured(
 # --- Thresher ---------------------------------------------------------------------------
 
 
-def run_cmd(home: Path, db: str | None, workers: int) -> list[str]:
+def run_cmd(home: Path, db: str | None, workers: int, shards: int = 1) -> list[str]:
     return thresher_cmd(
         home, db, "ingest", "run", "--allow-private", "--delay", "0",
         "-w", str(workers), "--json", "--no-progress",
+        *(["--shards", str(shards)] if shards > 1 else []),
     )  # fmt: skip
 
 
@@ -693,11 +704,13 @@ class Counter:
             self._pg.close()
 
 
-def read_results(home: Path, db: str | None, out: Path) -> dict[str, dict[str, Any]]:
+def read_results(
+    home: Path, db: str | None, out: Path, build: Build = THIS
+) -> dict[str, dict[str, Any]]:
     """Every result, through `thresher ingest results` (JSON Lines), by base URL."""
     proc = subprocess.run(
         thresher_cmd(home, db, "ingest", "results", "-o", str(out)),
-        env=child_env(),
+        env=build.env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -774,13 +787,19 @@ class Check:
 
 
 def check_store(
-    site: Site, home: Path, db: str | None, label: str, warc: bool, work: Path
+    site: Site,
+    home: Path,
+    db: str | None,
+    label: str,
+    warc: bool,
+    work: Path,
+    build: Build = THIS,
 ) -> tuple[Check, dict[str, str]]:
     """Compare the results, file_meta and (if `warc`) the WARC files with the site;
     the check and each URL's status."""
     started = time.perf_counter()
     check = Check()
-    results = read_results(home, db, work / f"{label}-results.jsonl")
+    results = read_results(home, db, work / f"{label}-results.jsonl", build)
     check.results = len(results)
     check.statuses = dict(collections.Counter(r["status"] for r in results.values()))
     statuses = {url: r["status"] for url, r in results.items()}
@@ -845,10 +864,17 @@ class Row:
     report: dict[str, Any] = field(default_factory=dict)
     check: Check | None = None
     notes: list[str] = field(default_factory=list)
+    load: float = 0.0  # the 1-minute load average when it ended
+    rounds: list[Row] = field(default_factory=list)  # every round's row (the median's own)
 
     @property
     def rate(self) -> float:
         return self.requests / self.usage.seconds if self.usage.seconds else 0.0
+
+    @property
+    def cpu_ms(self) -> float:
+        """Thresher's (or wget2's) CPU per request, in ms."""
+        return 1000 * self.usage.cpu / self.requests if self.requests else 0.0
 
 
 @dataclass
@@ -860,11 +886,14 @@ class Bench:
     timeout: float
     warc_check: bool  # read the clean runs' WARC files back too
     pg: Postgres | None = None
+    shards: int = 1
 
-    def load(self, home: Path, db: str | None, label: str) -> tuple[Usage, dict[str, Any]]:
+    def load(
+        self, home: Path, db: str | None, label: str, build: Build = THIS
+    ) -> tuple[Usage, dict[str, Any]]:
         out = self.work / f"{label}-load.json"
         cmd = thresher_cmd(home, db, "ingest", "load", str(self.site.dump), "--json")
-        usage = run_measured(cmd, out, self.timeout, child_env())
+        usage = run_measured(cmd, out, self.timeout, build.env())
         report = _json_of(out)
         n = len(self.site.urls)
         if usage.returncode != 0 or report.get("new") != n:
@@ -874,19 +903,28 @@ class Bench:
             )
         return usage, report
 
-    def clean(self, label: str, db: str | None) -> tuple[Row, dict[str, str]]:
+    def clean(
+        self, label: str, db: str | None, build: Build = THIS, tag: str = ""
+    ) -> tuple[Row, dict[str, str]]:
         """Load and ingest into a fresh home; the row, checked, and each URL's status."""
-        home = self.work / f"home-{label}"
-        load, _ = self.load(home, db, label)
+        name = f"{label}{tag}"
+        home = self.work / f"home-{name}"
+        load, _ = self.load(home, db, name, build)
         print(f"loaded in {load.seconds:.1f} s;", end=" ", file=sys.stderr, flush=True)
-        row = self.ingest(f"thresher ({label})", home, db, label)
+        row = self.ingest(f"thresher{build.label} ({label})", home, db, name, build=build)
         row.notes.append(f"ingest load before it: {load.seconds:.1f} s, {load.cpu:.1f} CPU s")
-        check, statuses = check_store(self.site, home, db, label, self.warc_check, self.work)
+        check, statuses = check_store(self.site, home, db, name, self.warc_check, self.work, build)
         row.check = check
         return row, statuses
 
     def ingest(
-        self, tool: str, home: Path, db: str | None, label: str, kill_at: int | None = None
+        self,
+        tool: str,
+        home: Path,
+        db: str | None,
+        label: str,
+        kill_at: int | None = None,
+        build: Build = THIS,
     ) -> Row:
         out = self.work / f"{label}.json"
         counter = Counter(Store(home, db))
@@ -894,9 +932,8 @@ class Bench:
         log0, nginx0 = self.server.log_size(), self.server.cpu_seconds()
         db0 = self.pg.cpu_seconds() if self.pg and db else None
         try:
-            usage = run_measured(
-                run_cmd(home, db, self.workers), out, self.timeout, child_env(), kill_when
-            )
+            cmd = run_cmd(home, db, self.workers, 1 if build.pythonpath else self.shards)
+            usage = run_measured(cmd, out, self.timeout, build.env(), kill_when)
         finally:
             counter.close()
         db1 = self.pg.cpu_seconds() if self.pg and db else None
@@ -914,6 +951,7 @@ class Bench:
             self.server.cpu_seconds() - nginx0,
             db1 - db0 if db0 is not None and db1 is not None else None,
             report,
+            load=os.getloadavg()[0],
         )
         return row
 
@@ -1038,7 +1076,14 @@ def run_wget2(site: Site, server: Nginx, work: Path, threads: int, timeout: floa
         tail = Path(f"{out / 'stdout'}.log").read_text(errors="replace")[-1500:]
         raise BenchError(f"wget2 exited {usage.returncode}:\n{tail}")
     saved = sum(1 for p in (out / "files").rglob("*") if p.is_file())
-    row = Row("wget2", len(site.urls), usage, len(lines), server.cpu_seconds() - nginx0)
+    row = Row(
+        "wget2",
+        len(site.urls),
+        usage,
+        len(lines),
+        server.cpu_seconds() - nginx0,
+        load=os.getloadavg()[0],
+    )
     statuses = collections.Counter(a[3] for a in lines if len(a) >= 4)
     row.notes.append(
         f"{saved} files saved; nginx answered "
@@ -1054,19 +1099,24 @@ def run_wget2(site: Site, server: Nginx, work: Path, threads: int, timeout: floa
 
 
 def table(rows: Sequence[Row], reference: Row | None, extra: Sequence[Row] = ()) -> str:
-    """The rows, then `extra` rows (the kill test's), then each of `rows` against wget2."""
+    """The rows (each a tool's median round, with every round's rate), then `extra` rows
+    (the kill test's), then each Thresher row against wget2."""
     lines = [
-        "| tool | requests | seconds | req/s | CPU s (user+sys) | peak RSS MiB | processes"
-        " | nginx requests | nginx CPU s | PostgreSQL CPU s |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| tool | requests | seconds | req/s | rounds (req/s) | CPU s (user+sys) | CPU ms/req"
+        " | peak RSS MiB | processes | nginx requests | nginx CPU s | PostgreSQL CPU s"
+        " | PostgreSQL CPU ms/req | load |",
+        "|---|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in [*rows, *extra]:
         u = r.usage
         db = f"{r.db_cpu:.1f}" if r.db_cpu is not None else "-"
+        db_ms = f"{1000 * r.db_cpu / r.requests:.2f}" if r.db_cpu is not None else "-"
+        rounds = ", ".join(f"{x.rate:.0f}" for x in r.rounds) if len(r.rounds) > 1 else "-"
         lines.append(
-            f"| {r.tool} | {r.requests} | {u.seconds:.1f} | {r.rate:.0f}"
-            f" | {u.cpu:.1f} ({u.cpu_user:.1f}+{u.cpu_system:.1f}) | {u.peak_rss_kib / 1024:.0f}"
-            f" | {u.processes} | {r.nginx_requests} | {r.nginx_cpu:.1f} | {db} |"
+            f"| {r.tool} | {r.requests} | {u.seconds:.1f} | {r.rate:.0f} | {rounds}"
+            f" | {u.cpu:.1f} ({u.cpu_user:.1f}+{u.cpu_system:.1f}) | {r.cpu_ms:.2f}"
+            f" | {u.peak_rss_kib / 1024:.0f} | {u.processes} | {r.nginx_requests}"
+            f" | {r.nginx_cpu:.1f} | {db} | {db_ms} | {r.load:.2f} |"
         )
     if reference is not None:
         for r in rows:
@@ -1074,10 +1124,71 @@ def table(rows: Sequence[Row], reference: Row | None, extra: Sequence[Row] = ())
                 continue
             lines.append(
                 f"| **{r.tool} / wget2** | | {r.usage.seconds / reference.usage.seconds:.2f}"
-                f" | **{r.rate / reference.rate:.2f}** | {r.usage.cpu / reference.usage.cpu:.2f}"
-                f" | {r.usage.peak_rss_kib / reference.usage.peak_rss_kib:.2f} | | | | |"
+                f" | **{r.rate / reference.rate:.2f}** | | {r.usage.cpu / reference.usage.cpu:.2f}"
+                f" | | {r.usage.peak_rss_kib / reference.usage.peak_rss_kib:.2f} | | | | | | |"
             )
     return "\n".join(lines)
+
+
+def medians(rows: Sequence[Row]) -> list[Row]:
+    """One row per tool, in the order first run: its median round by seconds, carrying
+    every round's row in `rounds`."""
+    by: dict[str, list[Row]] = {}
+    for r in rows:
+        by.setdefault(r.tool, []).append(r)
+    out = []
+    for group in by.values():
+        median = sorted(group, key=lambda r: r.usage.seconds)[(len(group) - 1) // 2]
+        median.rounds = group
+        out.append(median)
+    return out
+
+
+def targets(rows: Sequence[Row]) -> list[str]:
+    """The targets' lines for this checkout's clean rows (medians), beside the baseline's
+    and wget2's medians when there are some."""
+    lines = []
+    wget2 = next((r for r in rows if r.tool == "wget2"), None)
+    for backend, target in RATE_TARGETS.items():
+        mine = next((r for r in rows if r.tool == f"thresher ({backend})"), None)
+        if mine is None:
+            continue
+        n = len(mine.rounds) or 1
+        before = [
+            r for r in rows if r.tool.startswith("thresher@") and r.tool.endswith(f"({backend})")
+        ]
+        vs = "".join(
+            f"; {b.tool}: {b.rate:.0f} req/s, {b.cpu_ms:.2f} ms, x{mine.rate / b.rate:.1f}"
+            for b in before
+        )
+        if wget2 is not None:
+            vs += f"; wget2: {wget2.rate:.0f} req/s"
+        rss = mine.usage.peak_rss_kib / 1024
+        lines.append(
+            f"target: {mine.tool} >= {target:.0f} req/s: {mine.rate:.0f} (median of {n}"
+            f" rounds: {', '.join(f'{r.rate:.0f}' for r in mine.rounds or [mine])}){vs}:"
+            f" {verdict(mine.rate >= target)}"
+        )
+        lines.append(
+            f"target: {mine.tool} <= {CPU_TARGET_MS} ms of CPU per request: {mine.cpu_ms:.2f}"
+            f" (rounds: {', '.join(f'{r.cpu_ms:.2f}' for r in mine.rounds or [mine])}):"
+            f" {verdict(mine.cpu_ms <= CPU_TARGET_MS)}"
+        )
+        lines.append(
+            f"target: {mine.tool} peak RSS <= {RSS_TARGET_MIB:.0f} MiB: {rss:.0f}:"
+            f" {verdict(rss <= RSS_TARGET_MIB)}"
+        )
+        if mine.db_cpu is not None:
+            lines.append(
+                f"reported: PostgreSQL's CPU per request beside it:"
+                f" {1000 * mine.db_cpu / mine.requests:.2f} ms"
+                + "".join(
+                    f"; {b.tool}: {1000 * b.db_cpu / b.requests:.2f} ms"
+                    for b in before
+                    if b.db_cpu is not None
+                )
+            )
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1086,6 +1197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "-w", "--workers", type=int, default=16, help="thresher -w, and wget2's threads (16)"
     )
+    parser.add_argument("--shards", type=int, default=1, help="thresher ingest run --shards (1)")
     parser.add_argument(
         "--pg",
         action=argparse.BooleanOptionalAction,
@@ -1094,6 +1206,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--only", default=",".join(STEPS), help=f"steps to run, in order ({','.join(STEPS)})"
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run the clean runs and wget2 this many times, in turns; each one's median"
+        " round is shown (1)",
+    )
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run the Thresher of git revision REV (e.g. main) in each round",
+    )
+    parser.add_argument(
+        "--baseline-rounds",
+        type=int,
+        help="rounds of the baseline, when fewer than --rounds (it may be slow)",
     )
     parser.add_argument(
         "--kill-backend",
@@ -1116,8 +1245,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     steps = [s.strip() for s in opts.only.split(",") if s.strip()]
     if not steps or any(s not in STEPS for s in steps):
         parser.error(f"--only takes a comma-separated list of {', '.join(STEPS)}")
-    if opts.requests < 100 or opts.workers < 1:
-        parser.error("--requests must be at least 100 and --workers positive")
+    if opts.requests < 100 or opts.workers < 1 or opts.rounds < 1 or opts.shards < 1:
+        parser.error("--requests must be at least 100; --workers, --rounds, --shards positive")
+    baseline_rounds = opts.rounds if opts.baseline_rounds is None else opts.baseline_rounds
     use_pg = pg_available() if opts.pg is None else opts.pg
     if not use_pg:
         if "postgres" in steps:
@@ -1135,6 +1265,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         find_program("nginx", "nginx")
         if "wget2" in steps and shutil.which("wget2") is None:
             raise BenchError("wget2 is not installed: apt-get install wget2 (or leave out wget2)")
+        precompile(thresher_folder())
         started = time.perf_counter()
         # In a child process, so that this one stays small.
         with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -1150,13 +1281,35 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         load_before = os.getloadavg()
         with contextlib.ExitStack() as stack:
+            builds = [THIS]
+            if opts.baseline:
+                builds.append(stack.enter_context(baseline(opts.baseline, work)))
             server = stack.enter_context(nginx(site, work))
             missing = "PostgreSQL is not installed (apt-get install postgresql); use --no-pg"
             pg = stack.enter_context(postgres(missing)) if need_pg else None
-            bench = Bench(site, server, work, opts.workers, opts.timeout, opts.warc_check, pg)
+            bench = Bench(
+                site, server, work, opts.workers, opts.timeout, opts.warc_check, pg, opts.shards
+            )
             clean_statuses: dict[str, str] | None = None
-            for n, step in enumerate(steps, 1):
-                print(f"[{n}/{len(steps)}] {step} …", end=" ", file=sys.stderr, flush=True)
+            plan: list[tuple[int, str, Build]] = []
+            for round_ in range(opts.rounds):
+                for step in steps:
+                    if step in ("sqlite", "postgres"):
+                        plan += [
+                            (round_, step, b)
+                            for b in builds
+                            if b is THIS or round_ < baseline_rounds
+                        ]
+                    elif step == "wget2" or (step == "kill" and round_ == 0):
+                        plan.append((round_, step, THIS))
+            for n, (round_, step, build) in enumerate(plan, 1):
+                print(
+                    f"[{n}/{len(plan)}] round {round_ + 1}: {step}"
+                    f"{' ' + build.label if build.label else ''} …",
+                    end=" ",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 if step in ("sqlite", "postgres"):
                     with contextlib.ExitStack() as dbs:
                         db = (
@@ -1164,14 +1317,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                             if pg and step == "postgres"
                             else None
                         )
-                        row, statuses = bench.clean(step, db)
+                        tag = f"-r{round_ + 1}" + ("-base" if build.pythonpath else "")
+                        row, statuses = bench.clean(step, db, build, tag)
                     rows.append(row)
                     assert row.check is not None
                     problems += [f"{row.tool}: {p}" for p in row.check.problems]
-                    if clean_statuses is None:
+                    if clean_statuses is None and build is THIS:
                         clean_statuses = statuses
                     print(
-                        f"{row.requests} results in {row.usage.seconds:.1f} s ({row.rate:.0f}/s)",
+                        f"{row.requests} results in {row.usage.seconds:.1f} s ({row.rate:.0f}/s,"
+                        f" {row.cpu_ms:.2f} CPU ms each), load {row.load:.2f}",
                         file=sys.stderr,
                     )
                 elif step == "kill":
@@ -1190,7 +1345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     row = run_wget2(site, server, work, opts.workers, opts.timeout)
                     rows.append(row)
                     print(
-                        f"{row.requests} URLs in {row.usage.seconds:.1f} s ({row.rate:.0f}/s)",
+                        f"{row.requests} URLs in {row.usage.seconds:.1f} s ({row.rate:.0f}/s),"
+                        f" load {row.load:.2f}",
                         file=sys.stderr,
                     )
                 if not opts.keep:
@@ -1204,13 +1360,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         run.status = report(
             opts,
             site,
-            rows,
+            medians(rows),
             kill,
             problems,
             load_before[0],
             load_after[0],
             nginx_version,
             pg_describe,
+            [b.label for b in builds[1:]],
         )
     return run.status
 
@@ -1229,6 +1386,7 @@ def report(
     load_after: float,
     nginx_version: str,
     pg_describe: str | None,
+    baselines: Sequence[str] = (),
 ) -> int:
     now = datetime.datetime.now().astimezone()
     wget2 = next((r for r in rows if r.tool == "wget2"), None)
@@ -1242,7 +1400,10 @@ def report(
         f" hosts, -w {opts.workers}, --delay 0; {os.cpu_count()} CPUs, Python"
         f" {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {nginx_version},"
         f" wget2 {wget2_version or '-'}; thresher {thresher_version()}"
+        + "".join(f"; baseline thresher{b}" for b in baselines)
+        + f"; {opts.rounds} round(s), --shards {opts.shards}"
     )
+    print(f"CPU: {cpu_model()}")
     if pg_describe:
         print(pg_describe)
     expected = site.expected_statuses()
@@ -1256,6 +1417,9 @@ def report(
         f" this script's own peak RSS {own_rss:.0f} MiB\n"
     )
     print(table(rows, wget2, [kill.first, kill.second] if kill is not None else []))
+    print()
+    for line in targets(rows):
+        print(line)
     print()
     if wget2 is not None:
         for r in rows:
@@ -1296,6 +1460,11 @@ def report(
                 "postgres": pg_describe,
                 "load_before": load_before,
                 "load_after": load_after,
+                "rounds": opts.rounds,
+                "shards": opts.shards,
+                "baselines": list(baselines),
+                "cpu_model": cpu_model(),
+                "targets": targets(rows),
                 "site": {
                     "kinds": dict(collections.Counter(site.kinds)),
                     "expected_statuses": expected,
@@ -1329,11 +1498,25 @@ def report(
     return 1 if problems else 0
 
 
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 def _row_json(r: Row) -> dict[str, Any]:
     return {
         "tool": r.tool,
         "requests": r.requests,
         "requests_per_second": r.rate,
+        "cpu_ms_per_request": r.cpu_ms,
+        "load": r.load,
+        "rounds_requests_per_second": [x.rate for x in r.rounds],
+        "rounds_seconds": [x.usage.seconds for x in r.rounds],
         "usage": asdict(r.usage),
         "cpu_seconds": r.usage.cpu,
         "peak_rss_mib": r.usage.peak_rss_kib / 1024,

@@ -90,6 +90,14 @@ def test_a_meta_pointing_at_the_page_itself_falls_through(own: str) -> None:
     )
 
 
+@pytest.mark.parametrize("own", [PAGE, PAGE + "#top", "/index.php/jex/article/view/123"])
+def test_a_page_whose_only_link_is_itself_says_so(own: str) -> None:
+    html = page(f'<meta name="citation_pdf_url" content="{own}">')
+    link = find(html)
+    assert link is not None and link.itself and link.technique == "citation_pdf_url"
+    assert link.url == PAGE
+
+
 def test_the_first_usable_candidate_of_a_technique_wins() -> None:
     html = page(
         '<meta name="citation_pdf_url" content="javascript:void(0)">'

@@ -134,7 +134,7 @@ def site() -> Iterator[LandingSite]:
         p["/files/1.pdf"] = Page(pdf_bytes("one"), content_type="application/octet-stream")
         p["/abs/2/view"] = Page(landing(meta="../../files/2.pdf"))
         p["/files/2.pdf"] = Page(pdf_bytes("two"), content_type="application/pdf")
-        # The meta tag names the page itself: there is no PDF link.
+        # The meta tag names the page itself: a loop, as sandcrawler says.
         p["/abs/self"] = Page(landing(meta=f"{base}/abs/self"))
         # Two hops: article → viewer page → PDF.
         p["/article/10"] = Page(landing(links='<a href="/viewer/10">PDF</a>'))
@@ -184,7 +184,7 @@ EXPECTED = {
     "/direct.pdf": ("success", 200),
     "/abs/1": ("success", 200),
     "/abs/2/view": ("success", 200),
-    "/abs/self": ("no-pdf-link", 200),
+    "/abs/self": ("link-loop", 200),
     "/article/10": ("success", 200),
     "/loop/a": ("link-loop", 200),
     "/nolink": ("no-pdf-link", 200),
@@ -309,9 +309,11 @@ def test_a_second_run_fetches_nothing_and_retry_or_force_fetch_again(
 def test_many_urls_are_handed_out_page_by_page(
     site: LandingSite, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from thresher.sources import ingest as source
+    from thresher.ingest import engine, ledger
 
-    monkeypatch.setattr(source, "PAGE", 7)
+    # Pages of 7: the selection is queued, and each shard reads its queue, 7 at a time.
+    monkeypatch.setattr(ledger, "PAGE", 7)
+    monkeypatch.setattr(engine, "PAGE", 7)
     for i in range(40):
         site.pages[f"/p/{i}.pdf"] = Page(pdf_bytes(f"p{i}"), content_type="application/pdf")
     config = make_config(store_url, tmp_path / "home", workers=6)
@@ -431,21 +433,6 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
     # Few URLs were fetched twice: only those in flight at the kill.
     assert sum(c - 1 for c in fetched.values() if c > 1) < 60
     assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]
-
-
-def test_a_page_deals_each_hosts_urls_out_in_turns() -> None:
-    from thresher.sources.ingest import _interleave_hosts
-
-    urls = ["http://a/1", "http://a/2", "http://A/3", "http://b/1", "http://c/1", "http://c/2"]
-    dealt = [r["base_url"] for r in _interleave_hosts([{"base_url": u} for u in urls])]
-    assert dealt == [
-        "http://a/1",
-        "http://b/1",
-        "http://c/1",
-        "http://a/2",
-        "http://c/2",
-        "http://A/3",
-    ]
 
 
 def test_ingest_run_detached_is_done_by_two_workers(

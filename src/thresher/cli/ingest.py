@@ -12,6 +12,7 @@ part-way (1, after loading and reporting what came before the damage) fails.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -26,6 +27,7 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
+    MofNCompleteColumn,
     Progress,
     TextColumn,
     TimeElapsedColumn,
@@ -42,13 +44,15 @@ from ..ingest.requests import (
     load_requests,
 )
 from ..ingest.walk import MAX_HOPS
+from ..plan import ExecutionPlan
 from ..sources import add_source, get_source
 from ..sources.ingest import INGEST_URL, ingest_warc_dir, parse_statuses
+from ..store.aio import AsyncStore
 from . import limits
 from .app import App, setup_logging
 from .commands import examples, summary
 from .ingest_report import register
-from .run import EXIT_SOURCE_FAILED, run_plan
+from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
 
 __all__ = ["INGEST_SOURCE", "SHOWN_REJECTS", "ingest_group"]
 
@@ -177,6 +181,66 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
         raise damaged
 
 
+@contextmanager
+def _run_progress(
+    console: Console | None, counts: JobCounts, store: AsyncStore, plan: ExecutionPlan
+) -> Iterator[None]:
+    """The URLs of the run done so far, of those it queued: a bar on a terminal, a log
+    line every few seconds otherwise."""
+
+    async def done_total() -> tuple[int, int] | None:
+        pool = plan.pool
+        if pool is None or not pool.runs:
+            return None
+        run = pool.runs[0]
+        row = await store.run(lambda tx: tx.one("ingest_run_progress", run=run), False)
+        if row is None or row["root"] is None:
+            return None
+        total = int(json.loads(row["root"]).get("urls", 0))
+        return max(0, total - int(row["queued"])), total
+
+    if console is not None:
+        with Progress(
+            TextColumn("ingest"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("URLs"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task("ingest", total=None)
+
+            async def refresh() -> None:
+                while True:
+                    with contextlib.suppress(Exception):  # a busy store only delays the bar
+                        got = await done_total()
+                        if got is not None:
+                            bar.update(task, completed=got[0], total=got[1])
+                    await asyncio.sleep(0.5)
+
+            refresher = asyncio.get_running_loop().create_task(refresh())
+            try:
+                yield
+            finally:
+                refresher.cancel()
+        return
+
+    async def plain() -> None:
+        while True:
+            await asyncio.sleep(PLAIN_PROGRESS_SECONDS)
+            with contextlib.suppress(Exception):
+                got = await done_total()
+                if got is not None:
+                    log.info("progress: %d of %d URLs", *got)
+
+    logger = asyncio.get_running_loop().create_task(plain())
+    try:
+        yield
+    finally:
+        logger.cancel()
+
+
 @ingest_group.command(
     "run",
     epilog=examples(
@@ -218,6 +282,11 @@ def load_command(app: App, file: Path, source: str | None, as_json: bool) -> Non
     "--blocklist",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A file of more URL substrings never to fetch (one per line; 're:' for a regex).",
+)
+@click.option(
+    "--shards",
+    type=limits.shards(),
+    help="Split the hosts over N engines, which `thresher worker` processes run apart [1].",
 )
 @click.option(
     "-c",
@@ -288,6 +357,7 @@ def run_command(
             (INGEST_SOURCE,),
             None,
             console,
+            progress=_run_progress,
             options={INGEST_SOURCE: options},
             detach=detach,
         )

@@ -41,17 +41,22 @@ and asks again; its own in-process state keeps it from asking before that.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
 
+log = logging.getLogger("thresher.fetch")
+
 __all__ = [
     "HELD_POLL",
     "HOLD_MARGIN",
+    "STICKY_SECONDS",
     "WAITER_GRACE",
     "WAITER_PATIENCE",
     "HostLeases",
+    "StickyLeases",
     "forget_gone_waiters",
 ]
 
@@ -208,3 +213,83 @@ def forget_gone_waiters(tx: Tx, now: float) -> int:
     """Delete the places of waiters more than `WAITER_GRACE` late to ask again: they count
     no more, and a worker whose job ended without `release_all` never comes back for them."""
     return tx.execute("forget_gone_waiters", live=now - WAITER_GRACE)
+
+
+STICKY_SECONDS = 5.0
+"""Longest a host without delays stays held across fetches (`StickyLeases`)."""
+
+
+class StickyLeases(HostLeases):
+    """`HostLeases` for a fetcher that fetches its hosts without delays, many times a
+    second: a host taken stays held across its fetches, for up to `STICKY_SECONDS`, instead
+    of being taken and given back in two store transactions around each fetch (more than
+    the fetch costs). The hold in the store lasts that much longer, so it covers every
+    fetch started under it. A host with a delay (or its address with one) is taken and
+    given back around each fetch, as by `HostLeases`. Call `release` now and then: it gives
+    back the holds that are old or unused."""
+
+    def __init__(
+        self,
+        store: AsyncStore,
+        owner: str,
+        *,
+        lease_seconds: float = 60.0,
+        is_dead: Callable[[Row], bool] = lambda worker: False,
+    ) -> None:
+        super().__init__(store, owner, lease_seconds=lease_seconds, is_dead=is_dead)
+        self._held: dict[str, float] = {}  # host -> when taken
+        self._in_flight: dict[str, int] = {}
+        self._given: dict[str, tuple[float, str | None, float]] = {}  # its last give's times
+
+    @property
+    def holding(self) -> int:
+        return len(self._held)
+
+    async def take(
+        self,
+        host: str,
+        ip: str | None,
+        now: float,
+        hold_until: float,
+        ip_delay: float,
+        *,
+        delay: float,
+    ) -> float | None:
+        since = self._held.get(host)
+        if since is not None and now - since < STICKY_SECONDS:
+            self._in_flight[host] = self._in_flight.get(host, 0) + 1
+            return None
+        if since is not None:  # held long enough: others may be waiting for it
+            if self._in_flight.get(host, 0):
+                return now + HELD_POLL  # once its fetch ends
+            await self._hand_back(host)
+        sticky = delay <= 0 and ip_delay <= 0
+        extra = STICKY_SECONDS if sticky else 0.0
+        answer = await super().take(host, ip, now, hold_until + extra, ip_delay, delay=delay)
+        if answer is None and sticky:
+            self._held[host] = now
+            self._in_flight[host] = self._in_flight.get(host, 0) + 1
+        return answer
+
+    async def give(self, host: str, next_at: float, ip: str | None, ip_next_at: float) -> None:
+        if host in self._held:
+            self._in_flight[host] -= 1
+            self._given[host] = (next_at, ip, ip_next_at)
+            return  # kept: `release` gives it back
+        await super().give(host, next_at, ip, ip_next_at)
+
+    async def release(self, now: float, *, every: bool = False) -> None:
+        """Give back the holds with no fetch in flight that are `STICKY_SECONDS` old (all
+        of them with `every`)."""
+        for host, since in list(self._held.items()):
+            if self._in_flight.get(host, 0) == 0 and (every or now - since >= STICKY_SECONDS):
+                await self._hand_back(host)
+
+    async def _hand_back(self, host: str) -> None:
+        self._held.pop(host, None)
+        self._in_flight.pop(host, None)
+        next_at, ip, ip_next_at = self._given.pop(host, (0.0, None, 0.0))
+        try:
+            await super().give(host, next_at, ip, ip_next_at)
+        except Exception as exc:  # the hold runs out by itself
+            log.warning("could not give back %s: %s", host, exc)

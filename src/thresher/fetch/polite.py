@@ -135,6 +135,13 @@ class PoliteFetcher:
     async def __aexit__(self, *exc: object) -> None:
         await self._fetcher.__aexit__(*exc)
 
+    def ready_at(self, host: str) -> float:
+        """When this process next lets `host` (as `host_of` names it) be fetched: its
+        delay, Crawl-delay, Retry-After or parking; 0 for a host it has not fetched. Other
+        workers' turns (`leases`) are not known here: `get` waits for those."""
+        state = self._hosts.get(host)
+        return 0.0 if state is None else state.state.ready_at(None)
+
     async def get(
         self, url: str, headers: Mapping[str, str] | None = None, *, max_body: int | None = None
     ) -> Response:

@@ -1,11 +1,11 @@
-"""Bodies that ingest jobs fetched, kept once each by SHA-1: a WARC record and a `file_meta` row.
+"""Bodies an ingest fetched, kept once each by SHA-1: a WARC record and a `file_meta` row.
 
-Many `ingest.fetch` jobs run at once in a process, and many processes may run them. Each
-process appends to WARC files of its own **slot** (a file prefix, ``ingest-1``,
-``ingest-2`` …, in the `warc_slots` table), and keeps bodies in **group commits**: the
-bodies that jobs hand over while a commit is under way wait for the next one, which
-writes them all, fsyncs once, and in one transaction inserts their `file_meta` rows,
-records where each record is, and moves the slot's committed position past them.
+Each ingest engine (`thresher.ingest.engine`: one shard of a run, in some process) appends
+to WARC files of its own **slot** (a file prefix, ``ingest-1``, ``ingest-2`` …, in the
+`warc_slots` table), and keeps its bodies in its own batch commits: `IngestArchive.commit`,
+inside the batch's transaction, inserts the bodies' `file_meta` rows, writes the records of
+the new ones, fsyncs once, records where each record is, and moves the slot's committed
+position past them.
 
 Why this is exactly once, across `kill -9`:
 
@@ -13,15 +13,19 @@ Why this is exactly once, across `kill -9`:
   record is written, in the same transaction: a body some other commit already holds (or
   is holding: the unique key makes the second insert wait for the first to commit) is
   not written again. So one record per SHA-1, however many requests lead to it.
-- The slot row is checked and updated in that transaction too, so a process whose slot
-  was taken over (it stalled past its lease) writes nothing more to its file.
+- The slot row is checked and updated in that transaction too, so an engine whose slot
+  was taken over (its process stalled past its lease) writes nothing more to its file.
 - Records written by a commit that never committed lie past the slot's position. Whoever
-  opens the slot next — this process after a failed commit, another after a crash —
+  opens the slot next — this engine after a failed commit, another after a crash —
   resumes the `WarcWriter` from that position, which cuts them off.
 
-The ingest result itself is committed later, with its job: a crash in between leaves
-the body stored and the job to be done again, which then finds the body's row and
-writes nothing.
+The work that needs no file is done before the commit, by whoever fetched the body: the
+body's digests (`digest`: three for `file_meta`, and the record's block digest), on a
+thread beside the event loop, as hashing lets go of the GIL; then its records, built
+and compressed (`record`). Bodies
+that are compressed already (PDFs, images, archives, a content-encoded transfer) go in
+gzip members of stored blocks (``stored``): compressing incompressible bytes was most
+of a PDF's archiving cost, for nothing.
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ import asyncio
 import hashlib
 import json
 import logging
+import queue
 import re
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -41,51 +46,143 @@ from ..clock import Clock
 from ..errors import TransientError
 from ..fetch import Response
 from ..store import Row, Tx
-from ..store.aio import AsyncStore
-from ..store.warc import PreparedExchange, WarcPosition, WarcWriter
+from ..store.warc import PreparedExchange, WarcPosition, WarcWriter, sha1_digest
 
-__all__ = ["Archiver", "Kept", "SlotLost", "kept"]
+__all__ = ["Digests", "Hasher", "IngestArchive", "Kept", "SlotLost", "digest"]
 
 log = logging.getLogger("thresher.ingest")
 
+# Sniffed types whose bytes are compressed already: their records are stored, not deflated.
+_COMPRESSED = frozenset(
+    {"application/pdf", "application/zip", "application/gzip", "image/png", "image/jpeg",
+     "image/gif"}
+)  # fmt: skip
+
+# Slots in use by an engine of this process, by (directory, slot name): two engines of
+# one process (two shards in one worker) share its owner id, not a slot.
+_IN_USE: set[tuple[Path, str]] = set()
+
 
 class SlotLost(TransientError):
-    """Another process took this process's WARC slot (we stalled past our lease): the
-    job is tried again, and this process takes another slot."""
+    """Another process took this engine's WARC slot (it stalled past its lease): the
+    shard is tried again, and takes another slot."""
 
 
 @dataclass(frozen=True, slots=True)
 class Kept:
-    """A body to keep, with its digests and the exchange that brought it."""
+    """A body to keep: its digests, its sniffed type and its records, ready to write."""
 
     sha1: str
     sha256: str
     md5: str
     size: int
     mimetype: str | None
-    response: Response
+    record: PreparedExchange
+
+    @property
+    def nbytes(self) -> int:
+        """What its records hold in memory until they are written."""
+        r = self.record
+        return len(r.request) + len(r.response) + len(r.metadata)
 
 
-def kept(response: Response, mimetype: str | None) -> Kept:
-    """A `Kept` for the decoded body of `response`."""
-    body = response.content
-    return Kept(
-        hashlib.sha1(body).hexdigest(),
-        hashlib.sha256(body).hexdigest(),
-        hashlib.md5(body).hexdigest(),
-        len(body),
-        mimetype,
-        response,
+@dataclass(frozen=True, slots=True)
+class Digests:
+    """What hashing a body gives: every digest of its decoded bytes that `file_meta`
+    keeps, and those of its WARC record (raw SHA-1s, 20 bytes each)."""
+
+    sha1: bytes
+    sha256: bytes
+    md5: bytes
+    block: bytes  # of the response record's block: the HTTP head and the payload
+    payload: bytes | None  # of the bytes as transferred, when they are content-encoded
+    head: bytes  # the HTTP head the block digest covers
+
+
+def digest(response: Response) -> Digests:
+    """Hash a response's body: C calls that let go of the GIL for all but a few
+    microseconds, so a thread of its own does this beside the event loop."""
+    content, body = response.content, response.body
+    head = response.http_head()
+    block = hashlib.sha1(head)
+    block.update(body)
+    plain = body is content or body == content
+    return Digests(
+        hashlib.sha1(content).digest(),
+        hashlib.sha256(content).digest(),
+        hashlib.md5(content).digest(),
+        block.digest(),
+        None if plain else hashlib.sha1(body).digest(),
+        head,
     )
 
 
-class Archiver:
-    """One per process and WARC directory: `keep` returns once the bodies are durable."""
+class Hasher:
+    """A thread that keeps bodies (`IngestArchive.keep`: their digests and their WARC
+    records, C calls that let go of the GIL for all but a few microseconds) beside the
+    event loop, handing the results back in batches: one wake-up of the loop for all the
+    results ready by then. An executor's future per call cost the loop about as much as
+    hashing a page itself."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, archive: IngestArchive) -> None:
+        self._loop = loop
+        self._archive = archive
+        self._in: queue.SimpleQueue[tuple[Response, str | None, asyncio.Future[Kept]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._out: list[tuple[asyncio.Future[Kept], Kept | Exception]] = []
+        self._lock = threading.Lock()
+        self._waking = False
+        self._thread = threading.Thread(target=self._run, name="thresher-hash", daemon=True)
+        self._thread.start()
+
+    def keep(self, response: Response, mimetype: str | None) -> asyncio.Future[Kept]:
+        """`response`'s body digested and its records built, to come (once the archive
+        is open)."""
+        done: asyncio.Future[Kept] = self._loop.create_future()
+        self._in.put((response, mimetype, done))
+        return done
+
+    def close(self) -> None:
+        self._in.put(None)
+
+    def _run(self) -> None:
+        while (item := self._in.get()) is not None:
+            response, mimetype, done = item
+            result: Kept | Exception
+            try:
+                result = self._archive.keep(response, mimetype)
+            except Exception as exc:  # a bug: the walk that asked gets it
+                result = exc
+            with self._lock:
+                self._out.append((done, result))
+                wake, self._waking = not self._waking, True
+            if wake:
+                try:
+                    self._loop.call_soon_threadsafe(self._deliver)
+                except RuntimeError:  # the loop is closed: nobody waits any more
+                    return
+
+    def _deliver(self) -> None:
+        with self._lock:
+            out, self._out = self._out, []
+            self._waking = False
+        for done, result in out:
+            if done.done():  # its walk was cancelled
+                continue
+            if isinstance(result, Exception):
+                done.set_exception(result)
+            else:
+                done.set_result(result)
+
+
+class IngestArchive:
+    """One engine's WARC slot. `open` it, `keep` bodies from any thread, and `commit` them
+    in the engine's transactions, which run one at a time on the store's thread."""
 
     def __init__(
         self,
         directory: Path,
-        store: AsyncStore,
         owner: str,
         clock: Clock,
         *,
@@ -95,7 +192,6 @@ class Archiver:
         max_size: int = 1_000_000_000,
     ) -> None:
         self.directory = directory
-        self.store = store
         self.owner = owner
         self.clock = clock
         self.group = group
@@ -104,164 +200,153 @@ class Archiver:
         self.max_size = max_size
         self.slot: str | None = None
         self._writer: WarcWriter | None = None
-        self._waiting: list[tuple[Sequence[Kept], asyncio.Future[None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-        self._closed = False
-        self.commits = 0  # group commits made: bodies kept per commit = kept / commits
-        self.written = 0
+        # Records are built by a writer's compressor, which no file or state of it
+        # touches: the first writer's, whichever writer is open now.
+        self._builder: WarcWriter | None = None
+        self.commits = 0
+        self.written = 0  # records written (bodies new to the store)
 
-    async def keep(self, bodies: Sequence[Kept]) -> None:
-        """Store each body not stored yet; return when they are committed."""
-        if self._closed:
-            raise RuntimeError("the archiver is closed")
-        if not bodies:
-            return
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiting.append((bodies, done))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush_all(), name="thresher-archiver")
-        # Shielded: a cancelled job must not cancel the commit of the others' bodies.
-        await asyncio.shield(done)
+    # --- any thread, then the loop's -------------------------------------------------------
 
-    async def aclose(self) -> None:
-        """Finish the open file (and its index) and hand the slot back."""
-        self._closed = True
-        if self._flusher is not None:
-            await asyncio.gather(self._flusher, return_exceptions=True)
-        writer, self._writer = self._writer, None
-        if writer is None:
-            return
-        try:
-            await asyncio.to_thread(writer.close)
-        except Exception as exc:
-            # The slot keeps its position: whoever takes it next resumes from there.
-            log.error("closing WARC slot %s failed: %s", self.slot, exc)
-            writer.abort()
-            return
-        now = self.clock.now()
-        await self.store.run(
-            lambda tx: tx.execute("release_warc_slot", name=self.slot, owner=self.owner, now=now)
+    def keep(self, response: Response, mimetype: str | None) -> Kept:
+        """Digest the decoded body of `response` and build its records (once `open`)."""
+        return self.record(response, mimetype, digest(response))
+
+    def record(self, response: Response, mimetype: str | None, digests: Digests) -> Kept:
+        """The body's records, built from its `digests` (`digest`, on any thread)."""
+        builder = self._builder
+        assert builder is not None, "open() the archive first"
+        plain = digests.payload is None
+        record = builder.prepare_exchange(
+            url=response.url,
+            request_head=response.request_head,
+            response_head=digests.head,
+            payload=response.body,
+            ip=response.ip,
+            fetched_at=response.started,
+            # The payload digest is of the bytes as transferred: the body's own SHA-1,
+            # unless they were content-encoded.
+            payload_digest=sha1_digest(digests.payload or digests.sha1),
+            stored=not plain or mimetype in _COMPRESSED,
+            block_digest=sha1_digest(digests.block),
+        )
+        return Kept(
+            digests.sha1.hex(),
+            digests.sha256.hex(),
+            digests.md5.hex(),
+            len(response.content),
+            mimetype,
+            record,
         )
 
-    # --- group commit ---------------------------------------------------------------------
+    # --- the store's thread, in a transaction ---------------------------------------------
 
-    async def _flush_all(self) -> None:
-        while self._waiting:
-            batch, self._waiting = self._waiting, []
-            try:
-                if self._writer is None:
-                    await self._open()
-                unique = {body.sha1: body for bodies, _ in batch for body in bodies}
-                # Compressing is most of the work: done here, beside the store's thread,
-                # which only writes the new ones and commits.
-                prepared = await asyncio.to_thread(self._prepare, list(unique.values()))
-                await self.store.run(partial(self._commit, unique, prepared, self.clock.now()))
-            except BaseException as exc:
-                if self._writer is not None:
-                    # Written but not committed: resume from the committed position.
-                    self._writer.abort()
-                    self._writer = None
-                for _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                if not isinstance(exc, Exception):
-                    raise
-            else:
-                self.commits += 1
-                for _, done in batch:
-                    if not done.done():
-                        done.set_result(None)
-
-    def _prepare(self, bodies: list[Kept]) -> dict[str, PreparedExchange]:
-        writer = self._writer
-        assert writer is not None
-        out = {}
-        for body in bodies:
-            resp = body.response
-            out[body.sha1] = writer.prepare_exchange(
-                url=resp.url,
-                request_head=resp.request_head,
-                response_head=resp.http_head(),
-                payload=resp.body,
-                ip=resp.ip,
-                fetched_at=resp.started,
-            )
-        return out
-
-    def _commit(
-        self,
-        unique: dict[str, Kept],
-        prepared: dict[str, PreparedExchange],
-        now: float,
-        tx: Tx,
-    ) -> None:
-        writer = self._writer
-        assert writer is not None
-        # First: the slot is still ours. Taking its row lock (PostgreSQL) also keeps a
-        # process taking it over from cutting the file while we write.
-        if not tx.execute("touch_warc_slot", name=self.slot, owner=self.owner, now=now):
-            raise SlotLost(f"WARC slot {self.slot} was taken over by another worker")
-        rows = [
-            {
-                "sha1": b.sha1,
-                "sha256": b.sha256,
-                "md5": b.md5,
-                "size": b.size,
-                "mimetype": b.mimetype,
-            }
-            for b in sorted(unique.values(), key=lambda b: b.sha1)  # one lock order
-        ]
-        new = tx.all("insert_file_meta", rows=json.dumps(rows), now=now)
-        located = []
-        for row in sorted(new, key=lambda r: str(r["sha1"])):
-            record = writer.append(prepared[row["sha1"]])
-            located.append(
-                {"sha1": row["sha1"], "warc_file": record.filename, "warc_offset": record.offset}
-            )
-        if not located:
-            return
-        position = writer.sync()
-        tx.execute_many("locate_file_meta", located)
-        self._set_position(tx, position, now)
-        self.written += len(located)
-
-    # --- the slot -------------------------------------------------------------------------
-
-    async def _open(self) -> None:
+    def open_in(self, tx: Tx) -> None:
         """Take a slot (ours, a dead owner's, a free one or a new one) and open its writer
-        where its last commit left it."""
+        where its last commit left it, committing that position in `tx`."""
         now = self.clock.now()
-        slot = await self.store.run(partial(self._claim, now))
-        self.slot = str(slot["name"])
+        slot = self._claim(now, tx)
+        name = str(slot["name"])
         resume = WarcPosition(slot["filename"], int(slot["position"])) if slot["filename"] else None
-        writer = await asyncio.to_thread(
-            WarcWriter,
+        writer = WarcWriter(
             self.directory,
-            self.slot,
+            name,
             max_size=self.max_size,
             resume=resume,
             info={"operator": "thresher ingest"},
         )
         if writer.discarded:
-            log.info("WARC slot %s: discarded uncommitted %s", self.slot, writer.discarded)
+            log.info("WARC slot %s: discarded uncommitted %s", name, writer.discarded)
         try:
-            position = await asyncio.to_thread(writer.sync)
-            await self.store.run(partial(self._set_position, position=position, now=now))
+            self._set_position(tx, name, writer.sync(), now)
         except BaseException:
             writer.abort()
             raise
+        if self.slot is not None and self.slot != name:
+            _IN_USE.discard((self.directory, self.slot))
+        self.slot = name
+        _IN_USE.add((self.directory, name))
         self._writer = writer
+        self._builder = self._builder or writer
 
-    def _set_position(self, tx: Tx, position: WarcPosition, now: float) -> None:
+    def commit(self, tx: Tx, bodies: Iterable[Kept], now: float) -> int:
+        """Keep each of `bodies` the store does not hold yet: its `file_meta` row, its
+        record, and the slot's position past it, in `tx`; how many were new. After an
+        exception the transaction must be rolled back (the records are cut off when the
+        slot is opened again, by the next commit)."""
+        if self._writer is None:
+            self.open_in(tx)
+        writer = self._writer
+        assert writer is not None and self.slot is not None
+        try:
+            # First: the slot is still ours. Taking its row lock (PostgreSQL) also keeps
+            # a process taking it over from cutting the file while we write.
+            if not tx.execute("touch_warc_slot", name=self.slot, owner=self.owner, now=now):
+                raise SlotLost(f"WARC slot {self.slot} was taken over by another worker")
+            unique = {b.sha1: b for b in bodies}
+            if not unique:
+                return 0
+            rows = [
+                [b.sha1, b.sha256, b.md5, b.size, b.mimetype]
+                for b in sorted(unique.values(), key=lambda b: b.sha1)  # one lock order
+            ]
+            new = sorted(
+                str(r["sha1"]) for r in tx.all("insert_files_meta", rows=_json(rows), now=now)
+            )
+            located = []
+            for sha1 in new:
+                record = writer.append(unique[sha1].record)
+                located.append([sha1, record.filename, record.offset])
+            if located:
+                tx.execute("locate_files_meta", rows=_json(located))
+                self._set_position(tx, self.slot, writer.sync(), now)
+        except BaseException:
+            # Written but not committed: the next commit reopens the slot, which cuts it.
+            self._writer = None
+            writer.abort()
+            raise
+        self.commits += 1
+        self.written += len(located)
+        return len(located)
+
+    def close_in(self, tx: Tx) -> None:
+        """Finish the open file (and its index) and hand the slot back."""
+        writer, self._writer = self._writer, None
+        slot = self.slot
+        if slot is not None:
+            _IN_USE.discard((self.directory, slot))
+        if writer is None:
+            return
+        try:
+            writer.close()
+        except Exception as exc:
+            # The slot keeps its position: whoever takes it next resumes from there.
+            log.error("closing WARC slot %s failed: %s", slot, exc)
+            writer.abort()
+            return
+        tx.execute("release_warc_slot", name=slot, owner=self.owner, now=self.clock.now())
+
+    def abandon(self) -> None:
+        """Leave the slot as its last commit left it (an engine that stops on an error):
+        whoever opens it next, this process or another, resumes from there."""
+        writer, self._writer = self._writer, None
+        if self.slot is not None:
+            _IN_USE.discard((self.directory, self.slot))
+        if writer is not None:
+            writer.abort()
+
+    # --- the slot -------------------------------------------------------------------------
+
+    def _set_position(self, tx: Tx, slot: str, position: WarcPosition, now: float) -> None:
         if not tx.execute(
             "set_warc_slot",
-            name=self.slot,
+            name=slot,
             owner=self.owner,
             filename=position.filename,
             position=position.offset,
             now=now,
         ):
-            raise SlotLost(f"WARC slot {self.slot} was taken over by another worker")
+            raise SlotLost(f"WARC slot {slot} was taken over by another worker")
 
     def _claim(self, now: float, tx: Tx) -> Row:
         pattern = re.compile(re.escape(self.group) + r"-(\d+)")
@@ -269,8 +354,9 @@ class Archiver:
         for s in tx.all("warc_slots_with_owners", prefix=self.group + "-%"):
             if m := pattern.fullmatch(s["name"]):
                 slots[int(m[1])] = s
-        for slot in slots.values():
-            if slot["owner"] == self.owner:
+        mine = [s for s in slots.values() if s["owner"] == self.owner]
+        for slot in mine:
+            if slot["name"] == self.slot or (self.directory, slot["name"]) not in _IN_USE:
                 return slot
         stale = now - self.lease_seconds
         for _, slot in sorted(slots.items()):
@@ -296,3 +382,7 @@ def _free(slot: Row, stale: float, is_dead: Callable[[Row], bool]) -> bool:
         "boot_id": slot["boot_id"],
     }
     return is_dead(worker)
+
+
+def _json(rows: list[list[Any]]) -> str:
+    return json.dumps(rows, separators=(",", ":"))

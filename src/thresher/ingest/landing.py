@@ -61,7 +61,8 @@ both give None.
 Every link is resolved as `thresher.parse.links` resolves links, honouring
 ``<base href>``, with the fragment dropped and only http(s) kept; a link to the page
 itself (some sites put the landing page's own URL in ``citation_pdf_url``) is skipped,
-and the next candidate or technique is tried. The page is read as
+and the next candidate or technique is tried; when nothing else is found, that link is
+returned marked `FulltextLink.itself` (the walk calls it a ``link-loop``). The page is read as
 `thresher.parse.charset` reads it (BOM, `declared_charset`, ``<meta charset>``, UTF-8,
 windows-1252), at most its first 2 MB (landing pages are far smaller; the tags looked
 for are in the head or near the top), and parsed once with Lexbor after markup that
@@ -104,9 +105,13 @@ class FulltextLink:
     """Where a landing page says the full text is, and which technique said so."""
 
     url: str
-    """An absolute http(s) URL without fragment, other than the page's own."""
+    """An absolute http(s) URL without fragment, other than the page's own (unless
+    `itself`)."""
     technique: str
     """One of `PDF_TECHNIQUES` or `XML_TECHNIQUES`."""
+    itself: bool = False
+    """The only full-text link the page has points back to the page itself: a loop
+    (``link-loop`` in the walk, as sandcrawler has it), not a page without a link."""
 
 
 _SELECTOR = "meta[content],link[href],a[href],base[href]"
@@ -439,9 +444,9 @@ def find_fulltext_link(
 
     `declared_charset` is the Content-Type header's charset (a whole Content-Type value
     is accepted too). Techniques are tried in the order of `PDF_TECHNIQUES` or
-    `XML_TECHNIQUES`; the first link found that is not the page itself wins. None when
-    nothing is found, for ``html`` (the page is the full text) and for other types.
-    Never raises on any `html`.
+    `XML_TECHNIQUES`; the first link found that is not the page itself wins; else the
+    first that is, marked `itself`. None when nothing is found, for ``html`` (the page is
+    the full text) and for other types. Never raises on any `html`.
     """
     techniques = _TECHNIQUES.get(ingest_type.strip().lower())
     if techniques is None:
@@ -450,8 +455,10 @@ def find_fulltext_link(
     if page is None:
         return None
     own = _page_key(page.page.url) if page.page is not None else None
+    loop: FulltextLink | None = None
     for name, technique in techniques:
         for url in technique(page):
             if own is None or _page_key(url) != own:
                 return FulltextLink(url, name)
-    return None
+            loop = loop or FulltextLink(url, name, itself=True)
+    return loop

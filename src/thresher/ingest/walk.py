@@ -1,9 +1,9 @@
 """One ingest, as a walk from the requested URL to a file: redirects, landing pages, verdict.
 
-`Walk` is the sans-IO core of `ingest.fetch` jobs: it says which URL to fetch next
+`Walk` is the sans-IO core of the ingest engine: it says which URL to fetch next
 (`Fetch`) or that the walk is over (`Verdict`), from the answers it is given. It does no
 I/O and keeps no clock, so every path through it — every status of the vocabulary — is
-tested without a server, and the job handler is only the loop that fetches.
+tested without a server, and the engine (`thresher.ingest.engine`) is only the loop that fetches.
 
 The rules, in order, for each answer:
 
@@ -14,7 +14,8 @@ The rules, in order, for each answer:
   Empty: ``empty-blob``. The kind the request wants (`expected_kind`): ``success``.
   HTML where a file is wanted: a landing page, whose full-text link
   (`find_fulltext_link`) is followed, at most `max_hops` times (``max-hops-exceeded``);
-  a link back to a page already visited is a ``link-loop``; a page without a link is
+  a link back to a page already visited, this very page included, is a ``link-loop``
+  (as sandcrawler reports it); a page without a link is
   ``blocked-wall`` when it asks for a password (a login or paywall form), else
   ``no-pdf-link`` (``no-xml-link`` for ``xml``). Anything else: ``wrong-mimetype``.
 - Any other status is ``terminal-bad-status``; 408, 425, 429 and every 5xx (Cloudflare's
@@ -120,11 +121,12 @@ class Blocklist:
         # One pattern each: joined, inline flags and back-references would break.
         self._res = tuple(re.compile(e[3:]) for e in entries if e.startswith("re:") and e[3:])
 
-    def blocks(self, url: str) -> bool:
-        forms = [url]
-        with contextlib.suppress(InvalidURL):
-            forms.append(canonicalize(url))
-        return any(self._match(form) for form in forms)
+    def blocks(self, url: str, canonical: str | None = None) -> bool:
+        """Whether `url` is blocked; `canonical` is its canonical form, if known."""
+        if canonical is None:
+            with contextlib.suppress(InvalidURL):
+                canonical = canonicalize(url)
+        return self._match(url) or (canonical is not None and self._match(canonical))
 
     def _match(self, url: str) -> bool:
         low = url.lower()
@@ -176,6 +178,8 @@ class Walk:
     kind is ``redirect``, ``landing`` (with the ``technique`` that found the link),
     ``terminal``, ``error``, or, for a URL refused after the last answer, ``blocked`` or
     ``loop``."""
+    sniffed: str | None = None
+    """The type `sniff_mimetype` gave the last 2xx answer's body (None before one)."""
     _visited: set[str] = field(default_factory=set)
     _redirects: int = 0
     _landings: int = 0
@@ -197,7 +201,7 @@ class Walk:
             self.hops.append({"url": answer.url, "status": status, "kind": "terminal"})
             transient = status in _RETRY_HTTP or 500 <= status < 600
             return self._end("terminal-bad-status", answer, transient=transient)
-        mimetype = sniff_mimetype(answer.content, answer.content_type)
+        mimetype = self.sniffed = sniff_mimetype(answer.content, answer.content_type)
         if mimetype == EMPTY:
             return self._terminal("empty-blob", answer, mimetype)
         if expected_kind(self.ingest_type, mimetype):
@@ -217,6 +221,8 @@ class Walk:
         )
         if self._landings >= self.max_hops:
             return self._end("max-hops-exceeded", answer, f"more than {self.max_hops}", mimetype)
+        if link.itself:  # the page names only itself: fetching it again would loop
+            return self._refuse(link.url, "loop", "link-loop", f"back to {link.url}")
         self._landings += 1
         self._redirects = 0
         return self._go(link.url, "link-loop")
@@ -236,12 +242,18 @@ class Walk:
     # --- helpers --------------------------------------------------------------------------
 
     def _go(self, url: str, loop_status: str | None) -> Fetch | Verdict:
-        if self.blocklist.blocks(url):
-            return self._refuse(url, "blocked", "skip-url-blocklist", f"blocklisted: {url}")
+        key: str | None = None
+        invalid: InvalidURL | None = None
         try:
             key = canonicalize(url)
         except InvalidURL as exc:
-            return self._refuse(url, "error", "bad-url", str(exc))
+            invalid = exc
+        # The blocklist first: a blocked URL is skipped however badly it is written.
+        if self.blocklist.blocks(url, key):
+            return self._refuse(url, "blocked", "skip-url-blocklist", f"blocklisted: {url}")
+        if key is None:
+            assert invalid is not None
+            return self._refuse(url, "error", "bad-url", str(invalid))
         if key in self._visited and loop_status is not None:
             return self._refuse(url, "loop", loop_status, f"back to {url}")
         self._visited.add(key)

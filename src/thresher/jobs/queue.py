@@ -37,8 +37,10 @@ __all__ = [
     "Lull",
     "child_key",
     "claim",
+    "claim_many",
     "claim_or_lull",
     "complete",
+    "complete_many",
     "defer",
     "enqueue",
     "expire_dead_owners",
@@ -49,13 +51,14 @@ __all__ = [
     "release",
     "renew",
     "retry",
+    "unclaim",
     "wake",
     "wake_ready",
 ]
 
 
 # Longest job key kept as the plain path of names. A chain of jobs each spawning the
-# next (ingest pages) would otherwise grow its keys without bound, past what a unique
+# next (a chain of pages) would otherwise grow its keys without bound, past what a unique
 # index can hold (PostgreSQL: about 2700 bytes).
 MAX_KEY = 200
 
@@ -117,6 +120,32 @@ def claim(
     return None
 
 
+def claim_many(
+    tx: Tx, owner: str, runs: Sequence[int], now: float, lease: float, n: int, start: int = 0
+) -> list[Job]:
+    """Lease up to `n` due jobs, in one statement per run tried: those of the first of
+    `runs` (from `start` on) that has some, then of the next while `n` is not reached.
+    In the order a claim of one at a time would take them."""
+    jobs: list[Job] = []
+    for i in range(len(runs)):
+        want = n - len(jobs)
+        if want <= 0:
+            break
+        run = runs[(start + i) % len(runs)]
+        rows = tx.all("claim_jobs", owner=owner, run=run, now=now, expires=now + lease, n=want)
+        rows.sort(key=lambda r: (-int(r["priority"]), float(r["not_before"]), int(r["id"])))
+        jobs.extend(Job.from_row(r) for r in rows)
+    return jobs
+
+
+def unclaim(tx: Tx, jobs: Sequence[Job], owner: str, now: float) -> int:
+    """Hand back jobs just claimed and not started: pending as they were, no attempt
+    counted (a claim of many keeps only the jobs its caller will run soon)."""
+    if not jobs:
+        return 0
+    return tx.execute("unclaim_jobs", ids=_json([j.id for j in jobs]), owner=owner, now=now)
+
+
 @dataclass(frozen=True)
 class Lull:
     """Why a claim took nothing, as of its own transaction and `now`."""
@@ -129,12 +158,18 @@ class Lull:
 
 
 def claim_or_lull(
-    tx: Tx, owner: str, runs: Sequence[int], now: float, lease: float, start: int = 0
-) -> Job | Lull:
-    """`claim`, or, when no job is due, what the runs are waiting for (`Lull`)."""
-    job = claim(tx, owner, runs, now, lease, start)
-    if job is not None:
-        return job
+    tx: Tx, owner: str, runs: Sequence[int], now: float, lease: float, start: int = 0, n: int = 1
+) -> Job | list[Job] | Lull:
+    """`claim` (with `n` > 1, `claim_many`: a non-empty list), or, when no job is due,
+    what the runs are waiting for (`Lull`)."""
+    if n > 1:
+        jobs = claim_many(tx, owner, runs, now, lease, n, start)
+        if jobs:
+            return jobs
+    else:
+        job = claim(tx, owner, runs, now, lease, start)
+        if job is not None:
+            return job
     row = tx.one("other_workers_alive", owner=owner, since=now - 3 * lease)
     unfinished, elsewhere = False, bool(row and row["alive"])
     next_due: float | None = None
@@ -185,6 +220,90 @@ def complete(
         )
         due.append(job.id)  # its children may all exist already (keys are idempotent)
     return due
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What `complete_many` did: the commits that may be due (wake each in a later
+    transaction), and the jobs whose lease was lost (nothing of theirs written)."""
+
+    due: list[int]
+    lost: list[Job]
+
+
+def complete_many(
+    tx: Tx,
+    done: Sequence[tuple[Job, Outcome]],
+    owner: str,
+    now: float,
+    default_max_attempts: int,
+) -> Completed:
+    """`complete` for many jobs in one transaction (a worker process's group commit):
+    one statement marks them all done, each only if `owner` still holds its lease; the
+    handlers' writes follow, and one statement inserts every child and commit job. A
+    job whose lease was lost writes nothing, and the others go on. An exception (a
+    write that failed) rolls back the lot: the caller completes them one by one."""
+    if not done:
+        return Completed([], [])
+    rows = [
+        [job.id, json.dumps(outcome.result) if outcome.result is not None else None]
+        for job, outcome in done
+    ]
+    finished = {int(r["id"]) for r in tx.all("finish_jobs", rows=_json(rows), owner=owner, now=now)}
+    due: dict[int, None] = {}
+    lost: list[Job] = []
+    children: list[list[Any]] = []
+    commits: list[list[Any]] = []
+    for job, outcome in done:
+        if job.id not in finished:
+            lost.append(job)
+            continue
+        if outcome.write is not None:
+            outcome.write(tx)
+        for spec in outcome.children:
+            children.append(
+                _row(spec, child_key(job.key, spec.name), job, job.id, None, default_max_attempts)
+            )
+        if job.parent_id is not None:
+            due[job.parent_id] = None
+        if outcome.children or outcome.commit is not None:
+            commit = outcome.commit or JobSpec(kind=JOIN_KIND, name="commit")
+            commits.append(
+                _row(commit, f"{job.key}#commit", job, job.parent_id, job.id, default_max_attempts)
+            )
+            due[job.id] = None  # its children may all exist already (keys are idempotent)
+    if children or commits:
+        # Children first, then the commits that wait for them, as `complete` does.
+        tx.execute("insert_jobs", rows=_json(children + commits), now=now)
+    return Completed(list(due), lost)
+
+
+def _row(
+    spec: JobSpec,
+    key: str,
+    job: Job,
+    parent_id: int | None,
+    waits_for: int | None,
+    default_max_attempts: int,
+) -> list[Any]:
+    """An `insert_jobs` row: [state, kind, key, parent_id, waits_for, source,
+    source_run_id, payload, max_attempts, priority]."""
+    return [
+        JobState.PENDING if waits_for is None else JobState.WAITING,
+        spec.kind,
+        key,
+        parent_id,
+        waits_for,
+        job.source,
+        job.source_run_id,
+        json.dumps(dict(spec.payload), sort_keys=True),
+        spec.max_attempts or default_max_attempts,
+        spec.priority,
+    ]
+
+
+def _json(rows: Sequence[Any]) -> str:
+    return json.dumps(rows, separators=(",", ":"))
 
 
 def wake(tx: Tx, job_id: int, now: float) -> bool:

@@ -19,6 +19,7 @@ import logging
 import os
 import traceback
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -40,7 +41,7 @@ from ..store import Tx
 from ..store.aio import AsyncStore
 from . import queue
 from .handlers import C, Closable, JobContext, handler_for
-from .model import Job, JobState
+from .model import Job, JobState, Outcome
 from .retry import backoff_delay, is_transient
 
 __all__ = ["PoolStats", "WorkerPool", "is_dead_here", "make_owner"]
@@ -59,6 +60,15 @@ MIN_IDLE_WAIT = 0.05
 # A jump of the wall clock against the monotonic one worth a warning: jobs backing off
 # are due by the wall clock, so a step back makes them wait that much longer.
 CLOCK_STEP_WARN = 5.0
+# Jobs of a short kind (their handlers' mean time under SHORT_JOB_SECONDS) are claimed
+# ahead of the workers that will run them, up to MAX_PREFETCH, so that one claim and
+# one commit serve many jobs. A job of any other kind is claimed only for a worker that
+# is free: claimed ahead, it would keep its lease from a worker elsewhere that is free
+# now (a claim of many hands such jobs straight back, in its transaction).
+SHORT_JOB_SECONDS = 0.005
+MAX_PREFETCH = 32
+# Completions waiting for their group commit past which a worker waits for it.
+MAX_UNCOMMITTED = 256
 
 T = TypeVar("T")
 
@@ -122,6 +132,15 @@ class WorkerPool:
         # Jobs whose commits may be due, from completions committed since: woken by the
         # next transaction (see thresher.jobs.queue on why not by the completing one).
         self._due: list[int] = []
+        # Jobs leased to this pool and not started yet, claimed ahead (see MAX_PREFETCH).
+        self._claimed: deque[Job] = deque()
+        # Jobs whose handlers are done, waiting for the group commit (`_commit_all`): one
+        # transaction commits them all, and claims the jobs the workers will want next.
+        self._uncommitted: list[tuple[Job, Outcome]] = []
+        self._committer: asyncio.Task[None] | None = None
+        self._committed = asyncio.Event()
+        self._kind_seconds: dict[str, float] = {}  # each kind's recent mean handler time
+        self._idle = 0  # workers waiting for a job
         # Workers anywhere may share a PostgreSQL store: they share its hosts' turns.
         self._leases = (
             HostLeases(store, self.owner, lease_seconds=config.lease_seconds, is_dead=is_dead_here)
@@ -148,6 +167,8 @@ class WorkerPool:
         try:
             await self._drain(tasks)
         finally:
+            # What the workers finished is committed before their leases go back.
+            await self._flush()
             heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await heartbeat
@@ -275,25 +296,29 @@ class WorkerPool:
                 log.error("closing %s failed: %s", key, exc)
 
     async def _work(self, index: int) -> None:
-        job: Job | None = None
         while not self._stopping.is_set() and not self._finished.is_set():
-            if job is None:
+            self._idle += 1
+            try:
                 job = await self._next()
-                if job is None:
-                    continue
+            finally:
+                self._idle -= 1
+            if job is None:
+                continue
             self.stats.running[index] = job.key
             try:
-                job = await self._execute(job)
+                await self._execute(job)
             finally:
                 self.stats.running.pop(index, None)
-            # New children or a freed commit may be claimable now.
-            self._wake.set()
 
     async def _next(self) -> Job | None:
-        """Claim a job; while none is due, sleep until one is or the pool wakes us.
-        None once the pool is stopping or its runs have no unfinished job."""
+        """A job claimed ahead, or a claim; while none is due, sleep until one is or the
+        pool wakes us. None once the pool is stopping or its runs have no unfinished job."""
+        if self._claimed and not self._stopping.is_set():
+            return self._claimed.popleft()
         async with self._asking:
             while not self._stopping.is_set() and not self._finished.is_set():
+                if self._claimed:  # a commit claimed some meanwhile
+                    return self._claimed.popleft()
                 # Cleared before the claim, so a wake-up during it is not lost.
                 self._wake.clear()
                 if self.serve:
@@ -301,6 +326,13 @@ class WorkerPool:
                 got, now, monotonic = await self._store_with_due(self._claim_or_lull)
                 if isinstance(got, Job):
                     return got
+                if isinstance(got, list):
+                    self._claimed.extend(got[1:])
+                    return got[0]
+                if self._uncommitted or self._committer is not None:
+                    # Our own commit will add or free jobs: wait for it, not a lull.
+                    await self._sleep(self.config.heartbeat_seconds)
+                    continue
                 self._check_clock(now, monotonic)
                 wait = self._idle_wait(got, now)
                 if wait is None:
@@ -374,13 +406,35 @@ class WorkerPool:
             self._due.extend(due)
             raise
 
-    def _claim(self, tx: Tx, now: float) -> Job | None:
-        self._turn += 1
-        return queue.claim(
-            tx, self.owner, self.runs, now, self.config.lease_seconds, start=self._turn
-        )
+    def _wanted(self) -> int:
+        """How many jobs to claim now: one for each worker waiting (at least one), and, once
+        a kind of job is known to be short, up to MAX_PREFETCH ahead of them."""
+        if self._stopping.is_set():
+            return 0
+        short = any(t < SHORT_JOB_SECONDS for t in self._kind_seconds.values())
+        return max(0, max(self._idle, 1) + (MAX_PREFETCH if short else 0) - len(self._claimed))
 
-    def _claim_or_lull(self, tx: Tx) -> tuple[Job | queue.Lull, float, float]:
+    def _claim_in(self, tx: Tx, now: float, n: int) -> list[Job]:
+        """Claim up to `n` jobs in `tx`; of those beyond the workers waiting, keep the
+        ones of short kinds and hand the others back."""
+        self._turn += 1
+        jobs = queue.claim_many(
+            tx, self.owner, self.runs, now, self.config.lease_seconds, n, self._turn
+        )
+        free = max(self._idle, 1) - len(self._claimed)
+        seconds = self._kind_seconds
+        back = [
+            job
+            for i, job in enumerate(jobs)
+            if i >= free and seconds.get(job.kind, SHORT_JOB_SECONDS) >= SHORT_JOB_SECONDS
+        ]
+        if back:
+            queue.unclaim(tx, back, self.owner, now)
+            kept = {job.id for job in back}
+            jobs = [job for job in jobs if job.id not in kept]
+        return jobs
+
+    def _claim_or_lull(self, tx: Tx) -> tuple[Job | list[Job] | queue.Lull, float, float]:
         """A claim, or why it took nothing, with the one reading of the clock it used.
 
         The clock is read here, in the transaction, not before it: waiting for the
@@ -389,15 +443,21 @@ class WorkerPool:
         no second reading (another moment, another thread) can disagree with the claim.
         """
         now, monotonic = self.clock.now(), self.clock.monotonic()
+        n = self._wanted()
+        if n > 1:
+            jobs = self._claim_in(tx, now, n)
+            if jobs:
+                return jobs, now, monotonic
+            self._turn -= 1  # the claim below counts as the one that took nothing
         self._turn += 1
         got = queue.claim_or_lull(
             tx, self.owner, self.runs, now, self.config.lease_seconds, start=self._turn
         )
         return got, now, monotonic
 
-    async def _execute(self, job: Job) -> Job | None:
-        """Run the job and commit its outcome; return the next job, claimed in the same
-        transaction as the commit (one transaction per job instead of two)."""
+    async def _execute(self, job: Job) -> None:
+        """Run the job; its outcome goes to the group commit (`_commit_all`), which the
+        worker does not wait for unless MAX_UNCOMMITTED outcomes are waiting already."""
         handler = handler_for(job.kind)
         ctx = JobContext(
             job,
@@ -410,6 +470,7 @@ class WorkerPool:
             self._leases,
             self._stopping,
         )
+        started = self.clock.monotonic()
         try:
             if handler is None:
                 raise LookupError(f"no handler for job kind {job.kind!r}")
@@ -418,28 +479,95 @@ class WorkerPool:
             raise
         except Exception as exc:
             await self._failed(job, exc)
-            return None
+            return
+        took = self.clock.monotonic() - started
+        mean = self._kind_seconds.get(job.kind)
+        self._kind_seconds[job.kind] = took if mean is None else 0.9 * mean + 0.1 * took
+        self._uncommitted.append((job, outcome))
+        if self._committer is None:
+            self._committer = asyncio.ensure_future(self._commit_all())
+        while len(self._uncommitted) >= MAX_UNCOMMITTED and self._committer is not None:
+            self._committed.clear()
+            await self._committed.wait()
+
+    async def _commit_all(self) -> None:
+        """Commit what the workers finished, in one transaction at a time, each with what
+        finished while the one before ran (a group commit), and claim in it the jobs the
+        workers will want next."""
+        try:
+            while self._uncommitted:
+                done, self._uncommitted = self._uncommitted, []
+                await self._commit_group(done)
+                self._committed.set()
+                # New children or a freed commit may be claimable now.
+                self._wake.set()
+        finally:
+            self._committer = None
+            self._committed.set()
+
+    async def _commit_group(self, done: list[tuple[Job, Outcome]]) -> None:
         now = self.clock.now()
+        wanted = self._wanted()
 
-        due: list[int] = []
-
-        def commit(tx: Tx) -> Job | None:
-            due[:] = queue.complete(tx, job, self.owner, outcome, now, self.config.max_attempts)
-            return None if self._stopping.is_set() else self._claim(tx, now)
+        def commit(tx: Tx) -> tuple[queue.Completed, list[Job]]:
+            completed = queue.complete_many(tx, done, self.owner, now, self.config.max_attempts)
+            claimed = self._claim_in(tx, now, wanted) if wanted and self.runs else []
+            return completed, claimed
 
         try:
-            following = await self._store_with_due(commit)
+            completed, claimed = await self._store_with_due(commit)
+        except Exception as exc:
+            if len(done) == 1:
+                await self._commit_one(*done[0], exc)
+                return
+            # One handler's writes failed (a constraint, a bug), or the store did: each
+            # job on its own, so that only the one at fault fails.
+            log.info("a group commit of %d jobs failed (%s): one by one", len(done), exc)
+            for job, outcome in done:
+                await self._commit_one(job, outcome)
+            return
+        self._claimed.extend(claimed)
+        self._due.extend(completed.due)
+        lost = {job.id for job in completed.lost}
+        for job in completed.lost:
+            log.warning("job %s: lease lost before completion; result discarded", job.key)
+        for job, _ in done:
+            if job.id not in lost:
+                self.stats.done += 1
+                self._emit("done", job)
+
+    async def _commit_one(self, job: Job, outcome: Outcome, error: Exception | None = None) -> None:
+        """Commit one job in a transaction of its own (after a group commit failed)."""
+        now = self.clock.now()
+        due: list[int] = []
+
+        def commit(tx: Tx) -> None:
+            due[:] = queue.complete(tx, job, self.owner, outcome, now, self.config.max_attempts)
+
+        try:
+            if error is not None:
+                raise error
+            await self._store_with_due(commit)
         except LeaseLost as exc:
             log.warning("%s", exc)
-            return None
+            return
         except Exception as exc:
             # Writing the results failed (constraint, bug): nothing was committed.
             await self._failed(job, exc)
-            return None
+            return
         self._due.extend(due)
         self.stats.done += 1
         self._emit("done", job)
-        return following
+
+    async def _flush(self) -> None:
+        """Wait for the group commit to commit every finished job."""
+        while self._committer is not None:
+            await asyncio.gather(asyncio.shield(self._committer), return_exceptions=True)
+        if self._uncommitted:  # the committer failed: what it left, one by one
+            left, self._uncommitted = self._uncommitted, []
+            for job, outcome in left:
+                with contextlib.suppress(Exception):
+                    await self._commit_one(job, outcome)
 
     async def _failed(self, job: Job, exc: Exception) -> None:
         error = _describe(exc)

@@ -1,66 +1,56 @@
 """`ingest`: fetch the URLs of loaded ingest requests, once each, and record what happened.
 
-`thresher ingest run` (or `thresher run` of a source of this type) turns the requests of
-`ingest_requests` into jobs: one `ingest.fetch` job per (ingest_type, base_url) that has
-no result yet (or whose status is to be retried, or all with `force`). The URLs are
-handed out a page at a time — an `ingest.page` job spawns the fetch jobs of one page
-and the job of the next — so a run over millions of requests never holds them all, and
-the job table grows only as fast as the workers drain it.
+`thresher ingest run` (or `thresher run` of a source of this type) runs over the
+(ingest_type, base_url) pairs of `ingest_requests` that have no result yet (or whose
+status is to be retried, or all with `force`) in three kinds of job:
 
-A fetch job walks from the URL to the file (`thresher.ingest.walk`) through the process's
-polite fetcher, keeps every body it fetched once by SHA-1 (`thresher.ingest.archive`: WARC
-record and `file_meta` row), and commits one `ingest_results` row with its job. A
-transient failure (timeout, 5xx, reset, DNS) is retried with backoff by the job system;
-only the last attempt records it as the result. Permanent outcomes are recorded at once.
+- the root job (`ingest.run`) writes that selection to the run's queue, split over the
+  run's `shards` by host (`thresher.ingest.ledger`), and spawns one job per shard;
+- each shard job (`ingest.shard`) runs an ingest engine (`thresher.ingest.engine`) over
+  its URLs: many walks at once through its polite fetcher, their results, bodies and WARC
+  position committed in batches. Shards spread over `thresher worker` processes like a
+  crawl's; a shard killed mid-run resumes from its last commit;
+- the commit job (`ingest.commit`) adds up the run's statuses once every shard is done.
+
+A URL is a row of a queue, not a job: a run of a million URLs is a handful of jobs, and
+the job system's cost per job (a claim and a commit, 1-2 ms of CPU) is not paid per URL.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-import hashlib
-import json
+import logging
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
-from ..errors import Deferred, SourceError, TransientError
-from ..fetch import (
-    AddressRefused,
-    BadResponse,
-    ConnectionFailed,
-    DNSError,
-    FetchError,
-    FetchTimeout,
-    InvalidRequestURL,
-    TooLarge,
-)
-from ..fetch.polite import RobotsDisallowed
-from ..ingest.archive import Archiver, Kept, kept
+from ..errors import Deferred, SourceError
+from ..fetch import FetchSettings
+from ..fetch.leases import StickyLeases
+from ..fetch.polite import PoliteFetcher
+from ..frontier import Politeness
+from ..ingest import ledger
+from ..ingest.archive import IngestArchive
+from ..ingest.engine import IngestEngine, IngestSettings
+from ..ingest.ledger import Filler, Selection
 from ..ingest.requests import INGEST_TYPES
-from ..ingest.sniff import sniff_mimetype
-from ..ingest.walk import (
-    DEFAULT_BLOCKLIST,
-    MAX_HOPS,
-    STATUSES,
-    Answer,
-    Blocklist,
-    Fetch,
-    Verdict,
-    Walk,
-)
+from ..ingest.walk import MAX_HOPS, STATUSES
 from ..jobs import JobContext, JobSpec, Outcome, register
-from ..jobs.worker import is_dead_here
-from ..store import Row, Tx
+from ..jobs.worker import HANDLER_MAX_BODY, is_dead_here
+from ..store import Tx
 from .types import Option, SourceType, register_type
 
-__all__ = ["INGEST", "INGEST_URL", "PAGE", "ingest_warc_dir", "parse_statuses"]
+__all__ = ["INGEST", "INGEST_URL", "ingest_warc_dir", "parse_statuses"]
+
+log = logging.getLogger("thresher.ingest")
 
 INGEST_URL = "ingest:"
 """The URL of an ingest source: its work is in the store, not behind a URL."""
-PAGE = 1000
-"""URLs per `ingest.page` job."""
+SPREAD_SECONDS = 10.0
+"""Seconds after a sharded run starts during which workers spread its shards evenly."""
 
 
 def parse_statuses(text: str) -> list[str]:
@@ -86,6 +76,8 @@ def _check_options(url: str, options: dict[str, Any]) -> None:
         raise SourceError(f"ingest_type {kind!r}: one of {', '.join(sorted(INGEST_TYPES))}")
     if options.get("blocklist"):
         _read_blocklist(str(options["blocklist"]))
+    if int(options.get("shards") or 1) < 1:
+        raise SourceError("shards must be at least 1")
 
 
 INGEST = register_type(
@@ -108,6 +100,9 @@ INGEST = register_type(
                 bool, False, "Also fetch private, loopback and link-local addresses."
             ),
             "blocklist": Option(str, "", "A file of more URL substrings never to fetch."),
+            "shards": Option(
+                int, 1, "Split the hosts over this many jobs that workers run at once."
+            ),
         },
     )
 )
@@ -117,70 +112,148 @@ def ingest_warc_dir(home: Path) -> Path:
     return home / "warc" / "ingest"
 
 
-# --- handing out the URLs -----------------------------------------------------------------
+# --- the run: its selection queued, its shards ----------------------------------------
 
 
 @register("ingest.run")
-@register("ingest.page")
-async def _page(ctx: JobContext) -> Outcome:
-    payload = ctx.job.payload
-    opts = dict(payload["options"])
-    after = payload.get("after") or ["", ""]
-    taken = int(payload.get("taken", 0))
-    limit = opts.get("limit")
-    size = PAGE if limit is None else max(0, min(PAGE, int(limit) - taken))
-    params = {
-        "after_type": after[0],
-        "after_url": after[1],
-        "ingest_type": opts.get("ingest_type"),
-        "link_source": opts.get("link_source"),
-        "force": 1 if opts.get("force") else 0,
-        "retry": json.dumps(parse_statuses(str(opts.get("retry") or ""))),
-        "page": size,
-    }
-    rows = await ctx.store.run(lambda tx: tx.all("ingest_page", **params), False) if size else []
-    cursor = rows[-1] if rows else None
-    # Pages come in URL order, which bunches each host's URLs together; one host takes
-    # one request at a time, so its URLs are dealt out in turns with the other hosts'
-    # (jobs are claimed in the order they were made).
-    rows = _interleave_hosts(rows)
-    fetch_opts = {
-        k: opts.get(k) for k in ("max_hops", "max_bytes", "delay", "allow_private", "blocklist")
-    }
-    children = [
-        JobSpec(
-            "ingest.fetch",
-            hashlib.sha1(f"{r['ingest_type']}\n{r['base_url']}".encode()).hexdigest()[:20],
-            {"ingest_type": r["ingest_type"], "base_url": r["base_url"], **fetch_opts},
-        )
-        for r in rows
-    ]
-    if cursor is not None and len(rows) == size:
-        # The next page is claimed once this page's fetches are all claimed (lower
-        # priority), so the job table holds about one page of pending work.
-        last = cursor
-        children.append(
-            JobSpec(
-                "ingest.page",
-                "next",
-                {
-                    "options": opts,
-                    "after": [last["ingest_type"], last["base_url"]],
-                    "taken": taken + len(rows),
-                },
-                priority=-1,
-            )
-        )
-    commit = JobSpec("ingest.commit", "commit") if ctx.job.kind == "ingest.run" else None
-    return Outcome(result={"urls": len(rows)}, children=tuple(children), commit=commit)
+async def _run(ctx: JobContext) -> Outcome:
+    """Queue the run's selection (once: a run resumed after a crash keeps its own) and
+    spawn its shards."""
+    opts = dict(ctx.job.payload["options"])
+    selection = Selection.from_options(opts)
+    parse_statuses(" ".join(selection.retry))
+    shards = max(1, int(opts.get("shards") or 1))
+    run = ctx.job.source_run_id
+    assert run is not None
+    job, owner = ctx.job.id, ctx.owner
+    # Rows that runs which ended unfinished left behind: their URLs are selected again.
+    await ctx.store.run(lambda tx: tx.execute("delete_closed_ingest_queues"))
+    filler = Filler(shards)
+    after = ("", "")
+    while True:
+        size = ledger.PAGE
+        if selection.limit is not None:
+            size = min(size, selection.limit - filler.urls)
+        if size <= 0:
+            break
+
+        def page(tx: Tx, after: tuple[str, str] = after, size: int = size) -> list[Any]:
+            ledger.guard(tx, job, owner)
+            return ledger.fill_page(tx, run, selection, after, size, filler)
+
+        rows = await ctx.store.run(page)
+        if len(rows) < size:
+            break
+        after = (rows[-1]["ingest_type"], rows[-1]["base_url"])
+    log.info(
+        "%s: run %s: %d URLs on %d hosts, in %d shard%s",
+        ctx.job.source,
+        run,
+        filler.urls,
+        filler.hosts,
+        shards,
+        "" if shards == 1 else "s",
+    )
+    children = tuple(
+        JobSpec("ingest.shard", f"shard{i}", {"shard": i, "shards": shards, "options": opts})
+        for i in range(shards)
+    )
+    return Outcome(
+        result={"urls": filler.urls, "hosts": filler.hosts, "shards": filler.loads()},
+        children=children,
+        commit=JobSpec("ingest.commit", "commit"),
+    )
 
 
-def _interleave_hosts(rows: list[Row]) -> list[Row]:
-    by_host: dict[str, list[Row]] = {}
-    for row in rows:
-        by_host.setdefault(urlsplit(row["base_url"]).netloc.lower(), []).append(row)
-    queues = list(by_host.values())
-    return [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+@register("ingest.shard")
+async def _shard(ctx: JobContext) -> Outcome:
+    """One shard's URLs, walked by an ingest engine in this process."""
+    p = ctx.job.payload
+    shard, shards, opts = int(p["shard"]), int(p["shards"]), dict(p["options"])
+    if shards > 1:
+        await _take_share(ctx, shards)
+    config = ctx.config
+    extra = _read_blocklist(str(opts["blocklist"])) if opts.get("blocklist") else ()
+    settings = IngestSettings(
+        max_hops=int(opts["max_hops"] if opts.get("max_hops") is not None else MAX_HOPS),
+        max_bytes=int(opts.get("max_bytes") or INGEST.options["max_bytes"].default),
+        blocklist=extra,
+        concurrency=config.workers,
+        max_attempts=config.max_attempts,
+        backoff_base=config.backoff_base,
+        backoff_max=config.backoff_max,
+    )
+    delay = float(config.delay if opts.get("delay") is None else opts["delay"])
+    # Workers of a PostgreSQL store share the hosts' turns, and so do the shards of a
+    # run on SQLite, each of which may be in a `thresher worker` of its own.
+    leases = None
+    if ctx.leases is not None or shards > 1:
+        leases = StickyLeases(
+            ctx.store, ctx.owner, lease_seconds=config.lease_seconds, is_dead=is_dead_here
+        )
+    fetcher = PoliteFetcher(
+        FetchSettings(
+            user_agent=config.user_agent,
+            total_timeout=config.http_timeout,
+            stall_timeout=config.stall_timeout,
+            read_timeout=config.read_timeout,
+            allow_private=bool(opts.get("allow_private")),
+            max_body=HANDLER_MAX_BODY,
+            max_decoded=HANDLER_MAX_BODY,
+            limit=max(100, 2 * config.workers),
+        ),
+        Politeness(delay=delay, ip_delay=delay / 2),
+        ctx.clock,
+        max_defer=config.defer_max,
+        leases=leases,
+    )
+    archive = IngestArchive(
+        ingest_warc_dir(config.home),
+        ctx.owner,
+        ctx.clock,
+        lease_seconds=config.lease_seconds,
+        is_dead=is_dead_here,
+    )
+    assert ctx.job.source_run_id is not None
+    async with fetcher:
+        engine = IngestEngine(
+            settings,
+            run=ctx.job.source_run_id,
+            shard=shard,
+            store=ctx.store,
+            fetcher=fetcher,
+            archive=archive,
+            clock=ctx.clock,
+            job=ctx.job.id,
+            owner=ctx.owner,
+            leases=leases,
+        )
+        try:
+            summary = await engine.run()
+        finally:
+            if leases is not None:
+                await asyncio.shield(leases.release(ctx.clock.now(), every=True))
+    return Outcome(result=summary.as_dict())
+
+
+async def _take_share(ctx: JobContext, shards: int) -> None:
+    """Spread a new run's shards over the workers alive: a worker holding its share of
+    them already hands this one back for a moment, for another worker to take. After
+    `SPREAD_SECONDS` any worker takes it, so busy peers cannot keep it waiting."""
+    now = ctx.clock.now()
+    row = await ctx.store.run(
+        lambda tx: tx.one(
+            "crawl_shard_spread",
+            job=ctx.job.id,
+            owner=ctx.owner,
+            alive=now - ctx.config.lease_seconds,
+        ),
+        False,
+    )
+    if row is None or now - float(row["created"]) >= SPREAD_SECONDS:
+        return
+    if int(row["held"]) >= math.ceil(shards / max(1, int(row["workers"]))):
+        raise Deferred("ingest shard: this worker holds its share", now + 0.5, now)
 
 
 @register("ingest.commit")
@@ -195,7 +268,16 @@ async def _commit(ctx: JobContext) -> Outcome:
     return Outcome(result={"statuses": await ctx.store.run(counts, False)})
 
 
-# --- one URL ------------------------------------------------------------------------------
+@register("ingest.page")
+@register("ingest.fetch")
+async def _older(ctx: JobContext) -> Outcome:
+    """A job of a run an older Thresher left open (a URL or a page of URLs each): done
+    with nothing, so the run ends; its URLs have no result, and the next run takes them."""
+    log.warning("%s: a job of an older Thresher, left to the next run", ctx.job.key)
+    return Outcome()
+
+
+# --- the blocklist ------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=8)
@@ -211,105 +293,3 @@ def _read_blocklist(path: str) -> tuple[str, ...]:
         return _blocklist_file(path, os.stat(path).st_mtime)
     except (OSError, UnicodeError) as exc:
         raise SourceError(f"blocklist {path}: {exc}") from None
-
-
-# What each fetch error is called in the result.
-_ERRORS: tuple[tuple[type[Exception], str], ...] = (
-    (RobotsDisallowed, "blocked-robots"),
-    (TooLarge, "body-too-large"),
-    (FetchTimeout, "timeout"),
-    (DNSError, "dns-error"),
-    (ConnectionFailed, "connection-error"),
-    (BadResponse, "bad-response"),
-    (AddressRefused, "blocked-address"),
-    (InvalidRequestURL, "bad-url"),
-    # A host that asked us to wait longer than a worker waits (Retry-After, backoff).
-    (TransientError, "host-backoff"),
-)
-
-
-async def _archiver(ctx: JobContext) -> Archiver:
-    async def make() -> Archiver:
-        return Archiver(
-            ingest_warc_dir(ctx.config.home),
-            ctx.store,
-            ctx.owner,
-            ctx.clock,
-            lease_seconds=ctx.config.lease_seconds,
-            is_dead=is_dead_here,
-        )
-
-    return await ctx.shared("ingest-archiver", make)
-
-
-@register("ingest.fetch")
-async def _fetch(ctx: JobContext) -> Outcome:
-    p = ctx.job.payload
-    ingest_type, base_url = str(p["ingest_type"]), str(p["base_url"])
-    max_bytes = int(p.get("max_bytes") or INGEST.options["max_bytes"].default)
-    extra = _read_blocklist(str(p["blocklist"])) if p.get("blocklist") else ()
-    walk = Walk(
-        ingest_type,
-        base_url,
-        max_hops=int(p["max_hops"] if p.get("max_hops") is not None else MAX_HOPS),
-        blocklist=Blocklist(DEFAULT_BLOCKLIST + extra),
-    )
-    fetcher = await ctx.fetcher(allow_private=bool(p.get("allow_private")), delay=p.get("delay"))
-    bodies: dict[str, Kept] = {}
-    terminal: Kept | None = None
-    retry_after: float | None = None
-    step = walk.start()
-    while isinstance(step, Fetch):
-        url = step.url
-        try:
-            resp = await fetcher.get(url, None, max_body=max_bytes)
-        except Deferred:
-            raise  # not a result: the job waits for the host's turn, or for the next run
-        except (FetchError, RobotsDisallowed, TransientError) as exc:
-            status = next((name for kind, name in _ERRORS if isinstance(exc, kind)), "bad-url")
-            retry_after = getattr(exc, "retry_after", None)
-            step = walk.on_error(status, url, str(exc))
-            break
-        if len(resp.content) > max_bytes:  # within the limit on the wire, not decoded
-            step = walk.on_error("body-too-large", url, f"decoded body exceeds {max_bytes}")
-            break
-        if resp.decode_error is not None:
-            step = walk.on_error("bad-response", url, resp.decode_error)
-            break
-        if resp.status in (429, 503):
-            retry_after = resp.retry_after
-        step = walk.on_answer(
-            Answer(url, resp.status, resp.location, resp.content, resp.header("Content-Type"))
-        )
-        terminal = None
-        if 200 <= resp.status < 300 and resp.content:
-            mimetype = sniff_mimetype(resp.content, resp.header("Content-Type"))
-            terminal = bodies.setdefault(url, kept(resp, mimetype))
-    verdict: Verdict = step
-    last_attempt = ctx.job.attempts + 1 >= ctx.job.max_attempts
-    if verdict.transient and not last_attempt:
-        raise TransientError(
-            f"{base_url}: {verdict.status}: {verdict.error or verdict.terminal_status}",
-            retry_after,
-        )
-    if bodies:
-        await (await _archiver(ctx)).keep(list(bodies.values()))
-    at_terminal = terminal is not None and terminal.response.url == verdict.terminal_url
-    sha1 = terminal.sha1 if terminal is not None and at_terminal else None
-    row = {
-        "ingest_type": ingest_type,
-        "base_url": base_url,
-        "hit": 1 if verdict.hit else 0,
-        "status": verdict.status,
-        "terminal_url": verdict.terminal_url,
-        "terminal_status": verdict.terminal_status,
-        "terminal_sha1": sha1,
-        "hops": json.dumps(walk.hops, ensure_ascii=False),
-        "error": (verdict.error or None) and str(verdict.error)[:2000],
-        "now": ctx.clock.now(),
-    }
-
-    def write(tx: Tx) -> None:
-        tx.execute("upsert_ingest_result", **row)
-
-    return Outcome(result={"status": verdict.status, "sha1": sha1}, write=write)

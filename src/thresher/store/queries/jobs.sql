@@ -31,6 +31,54 @@ WHERE id = (
     LIMIT 1)
 RETURNING *
 
+-- name: claim_jobs
+-- Up to :n jobs at once (a worker process fills its free slots, and a little more for
+-- short jobs, in one statement). Rows come back in no particular order: the caller
+-- sorts them by the claim's order.
+UPDATE jobs
+SET state = 'leased', lease_owner = :owner, lease_expires = :expires, updated = :now
+WHERE id IN (
+    SELECT j.id FROM jobs j
+    WHERE j.state = 'pending' AND j.not_before <= :now
+      AND j.source_run_id = :run
+    ORDER BY j.priority DESC, j.not_before, j.id
+    LIMIT :n)
+RETURNING *
+
+-- name: insert_jobs
+-- Many jobs in one statement: a JSON array of [state, kind, key, parent_id, waits_for,
+-- source, source_run_id, payload, max_attempts, priority], in that order; a key that
+-- exists already is skipped (re-executing a parent after a crash inserts nothing twice).
+INSERT INTO jobs (kind, key, parent_id, waits_for, source, source_run_id, payload,
+                  state, max_attempts, priority, not_before, created, updated)
+SELECT json_extract(value, '$[1]'), json_extract(value, '$[2]'), json_extract(value, '$[3]'),
+       json_extract(value, '$[4]'), json_extract(value, '$[5]'), json_extract(value, '$[6]'),
+       json_extract(value, '$[7]'), json_extract(value, '$[0]'), json_extract(value, '$[8]'),
+       json_extract(value, '$[9]'), :now, :now, :now
+FROM json_each(:rows) WHERE true
+ON CONFLICT (key) DO NOTHING
+
+-- name: finish_jobs
+-- Many jobs done at once: a JSON array of [id, result]; only those whose lease the
+-- caller still holds, which it gets back (the others' results it must not write).
+-- (Materialized: else SQLite scans the array once for each job the owner holds.)
+WITH f AS MATERIALIZED (
+    SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS result
+    FROM json_each(:rows)
+)
+UPDATE jobs
+SET state = 'done', attempts = attempts + 1, result = f.result,
+    lease_owner = NULL, lease_expires = NULL, updated = :now
+FROM f
+WHERE jobs.id = f.id AND jobs.state = 'leased' AND jobs.lease_owner = :owner
+RETURNING jobs.id
+
+-- name: unclaim_jobs
+-- Jobs claimed ahead and handed straight back (their kind is not known to be short):
+-- pending again, as they were, no attempt counted. :ids is a JSON array.
+UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires = NULL, updated = :now
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'leased' AND lease_owner = :owner
+
 -- name: wake_commit
 -- The commit waiting for :job's children becomes claimable once none is unfinished.
 -- The states are listed, not "<> 'done'": with a list the index jobs_parent

@@ -13,6 +13,42 @@ WHERE id = (
     FOR UPDATE SKIP LOCKED)
 RETURNING *
 
+-- name: claim_jobs
+-- = ANY(ARRAY(…)): the locking subquery runs once, before the update.
+UPDATE jobs
+SET state = 'leased', lease_owner = :owner, lease_expires = :expires, updated = :now
+WHERE id = ANY(ARRAY(
+    SELECT j.id FROM jobs j
+    WHERE j.state = 'pending' AND j.not_before <= :now
+      AND j.source_run_id = :run
+    ORDER BY j.priority DESC, j.not_before, j.id
+    LIMIT :n
+    FOR UPDATE SKIP LOCKED))
+RETURNING *
+
+-- name: insert_jobs
+INSERT INTO jobs (kind, key, parent_id, waits_for, source, source_run_id, payload,
+                  state, max_attempts, priority, not_before, created, updated)
+SELECT e->>1, e->>2, (e->>3)::bigint, (e->>4)::bigint, e->>5, (e->>6)::bigint, e->>7,
+       e->>0, (e->>8)::integer, (e->>9)::integer, :now, :now, :now
+FROM json_array_elements(CAST(:rows AS json)) WITH ORDINALITY AS r(e, n)
+ORDER BY r.n
+ON CONFLICT (key) DO NOTHING
+
+-- name: finish_jobs
+UPDATE jobs AS j
+SET state = 'done', attempts = j.attempts + 1, result = f.result,
+    lease_owner = NULL, lease_expires = NULL, updated = :now
+FROM (SELECT (e->>0)::bigint AS id, e->>1 AS result
+      FROM json_array_elements(CAST(:rows AS json)) AS e) AS f
+WHERE j.id = f.id AND j.state = 'leased' AND j.lease_owner = :owner
+RETURNING j.id
+
+-- name: unclaim_jobs
+UPDATE jobs SET state = 'pending', lease_owner = NULL, lease_expires = NULL, updated = :now
+WHERE id IN (SELECT value::bigint FROM json_array_elements_text(CAST(:ids AS json)))
+  AND state = 'leased' AND lease_owner = :owner
+
 -- name: wake_commit
 -- Rows are locked with SKIP LOCKED, never waited for: the commit's row is locked only by
 -- another wake or the heartbeat's sweep, which make it claimable anyway, and waiting for

@@ -1,0 +1,124 @@
+"""A worker pool's group commits and claims of many jobs at once, on both backends: short
+jobs are claimed ahead and committed together, and a write that fails fails only its own
+job. (That a long job is never claimed ahead of a free worker, test_worker_cli.py shows:
+a worker with two slots holds two of four minute-long jobs, not four.)"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from thresher.clock import SystemClock
+from thresher.config import Config
+from thresher.errors import PermanentError
+from thresher.jobs import JobContext, JobSpec, Outcome, WorkerPool, queue
+from thresher.jobs.handlers import register
+from thresher.store import Tx
+from thresher.store.aio import AsyncStore
+
+# What each test's store saw: the transactions and claims the pool made.
+COUNTS: dict[str, int] = {}
+
+
+def make_config(store_url: str, home: Path, **kw: Any) -> Config:
+    db = None if store_url.startswith("sqlite") else store_url
+    return Config(
+        **{"home": home, "db": db, "workers": 4, "backoff_base": 0.01, "grace_seconds": 5, **kw}
+    )
+
+
+@register("test.group.root")
+async def _root(ctx: JobContext) -> Outcome:
+    n, bad = int(ctx.job.payload["n"]), int(ctx.job.payload.get("bad", -1))
+    return Outcome(
+        children=tuple(
+            JobSpec("test.group.leaf", f"l{i}", {"i": i, "bad": i == bad}) for i in range(n)
+        )
+    )
+
+
+@register("test.group.leaf")
+async def _leaf(ctx: JobContext) -> Outcome:
+    key, bad = ctx.job.key, bool(ctx.job.payload["bad"])
+
+    def write(tx: Tx) -> None:
+        if bad:
+            raise PermanentError("this leaf's write breaks a rule")
+        tx.execute("insert_synthetic_result", source="g", job_key=key, owner="", value="", now=0)
+
+    return Outcome(result={"i": ctx.job.payload["i"]}, write=write)
+
+
+async def _run(config: Config, payload: dict[str, Any], counted: AsyncStore) -> Any:
+    run = await counted.run(lambda tx: _open(tx, payload))
+    stats = await WorkerPool(config, counted, SystemClock(), [run]).run()
+    jobs = await counted.run(lambda tx: tx.all("list_jobs", run=run), False)
+    rows = await counted.run(lambda tx: tx.all("synthetic_results", source="g"), False)
+    return stats, jobs, rows
+
+
+def _open(tx: Tx, payload: dict[str, Any]) -> int:
+    row = tx.one("open_source_run", source="g", now=time.time())
+    assert row is not None
+    run = int(row["id"])
+    queue.enqueue(
+        tx,
+        JobSpec("test.group.root", "root", payload),
+        key=f"run{run}:root",
+        now=time.time(),
+        default_max_attempts=3,
+        source="g",
+        source_run_id=run,
+    )
+    return run
+
+
+class CountingStore(AsyncStore):
+    """An AsyncStore that counts its transactions."""
+
+    async def run(self, fn: Any, write: bool = True) -> Any:
+        COUNTS["transactions"] = COUNTS.get("transactions", 0) + 1
+        return await super().run(fn, write)
+
+
+def test_short_jobs_are_claimed_ahead_and_committed_in_groups(
+    store_url: str, tmp_path: Path
+) -> None:
+    COUNTS.clear()
+    n = 400
+
+    async def body() -> Any:
+        store = await CountingStore(store_url).open()
+        try:
+            return await _run(make_config(store_url, tmp_path, workers=1), {"n": n}, store)
+        finally:
+            await store.close()
+
+    stats, jobs, rows = asyncio.run(body())
+    assert stats.done == n + 2 and stats.failed == 0  # root, its leaves, its join
+    assert sorted(r["job_key"] for r in rows) == sorted(j["key"] for j in jobs if "/l" in j["key"])
+    assert all(j["state"] == "done" and j["attempts"] == 1 for j in jobs)
+    # One worker, and yet far fewer transactions than jobs: claims of many and commits
+    # of many (it was one transaction per job, a claim with the last one's commit).
+    assert COUNTS["transactions"] < n / 4, COUNTS
+
+
+def test_a_write_that_fails_fails_only_its_own_job(store_url: str, tmp_path: Path) -> None:
+    async def body() -> Any:
+        store = await AsyncStore(store_url).open()
+        try:
+            return await _run(make_config(store_url, tmp_path), {"n": 60, "bad": 7}, store)
+        finally:
+            await store.close()
+
+    stats, jobs, rows = asyncio.run(body())
+    assert len(rows) == 59 and len({r["job_key"] for r in rows}) == 59
+    by_key = {j["key"].rsplit(":", 1)[1]: j for j in jobs}
+    assert by_key["root/l7"]["state"] == "failed"
+    assert "breaks a rule" in by_key["root/l7"]["last_error"]
+    assert all(
+        j["state"] == "done" for k, j in by_key.items() if k.startswith("root/l") and k != "root/l7"
+    )
+    assert stats.failed == 1
