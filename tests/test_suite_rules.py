@@ -6,6 +6,7 @@ import ast
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -82,3 +83,40 @@ def test_the_quick_subset_starts_no_real_server() -> None:
     # The requisites tests that replay through pywb are left out, the others kept.
     assert collected and all(line.startswith("tests/crawl/") for line in collected)
     assert not any("pywb" in line for line in collected), collected
+
+
+def _made_at_collection(tree: ast.Module) -> Iterator[ast.AST]:
+    """What runs while pytest collects a module: its top-level statements and the
+    decorators of its functions (parametrize lists), not the functions' bodies."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield from node.decorator_list
+        elif not isinstance(node, ast.ClassDef):
+            yield node
+
+
+def _walk_eager(node: ast.AST) -> Iterator[ast.AST]:
+    """`ast.walk`, not into lambdas: their bodies run with the test, not at collection."""
+    yield node
+    for child in ast.iter_child_nodes(node):
+        if not isinstance(child, ast.Lambda):
+            yield from _walk_eager(child)
+
+
+def test_test_ids_are_the_same_in_every_process() -> None:
+    """`scripts/test` runs two pytest processes, which must collect the same tests: a gzip
+    made while collecting (a parameter and its id) carries the time unless `mtime=0`."""
+    found = []
+    for path in sorted(TESTS.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for top in _made_at_collection(tree):
+            for node in _walk_eager(top):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == "compress"
+                    and getattr(node.func.value, "id", "") == "gzip"
+                    and not any(k.arg == "mtime" for k in node.keywords)
+                ):
+                    found.append(f"{path.relative_to(TESTS)}:{node.lineno}")
+    assert found == []

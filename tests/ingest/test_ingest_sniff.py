@@ -90,7 +90,7 @@ def _zip(name: str) -> bytes:
         ('<?xml version="1.0"?><r/>'.encode("utf-16-le"), "application/xml"),
         ('<?xml version="1.0"?><r/>'.encode("utf-16-be"), "application/xml"),
         # Binary formats by signature.
-        (gzip.compress(b"<html>"), "application/gzip"),
+        (gzip.compress(b"<html>", mtime=0), "application/gzip"),
         (_zip("word/document.xml"), "application/zip"),  # a .docx
         (_zip("mimetype"), "application/zip"),  # an EPUB
         (b"PK\x05\x06" + b"\x00" * 18, "application/zip"),
