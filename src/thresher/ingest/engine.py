@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..clock import Clock
-from ..errors import Deferred, HostBusy, TransientError
+from ..errors import Deferred, HostBusy, Interrupted, TransientError
 from ..fetch import (
     AddressRefused,
     BadResponse,
@@ -73,6 +73,9 @@ COMMIT_SECONDS = 0.1
 """Longest a finished URL waits for its commit (what a `kill -9` makes walk again)."""
 COMMIT_BYTES = 8 << 20
 """Records waiting for a commit past which it is made at once (the memory they hold)."""
+STOP_SECONDS = 2.0
+"""Once the process is stopping, how long the walks in flight have to end (a Ctrl-C is
+answered within a few seconds; the walks still going then are fetched again next run)."""
 HAND_BACK_SECONDS = 30.0
 """With only URLs whose host's turn is further away than this, the shard's job is
 handed back until then (as the job system hands back a job whose host is busy)."""
@@ -139,8 +142,14 @@ class IngestEngine:
         job: int | None = None,
         owner: str | None = None,
         leases: StickyLeases | None = None,
+        stopping: asyncio.Event | None = None,
     ) -> None:
         self.settings = settings
+        # Set when the process is stopping (Ctrl-C, SIGTERM): the walks in flight are
+        # abandoned (their URLs stay queued), what is done is committed, and the shard's
+        # job goes back (Interrupted) at once, not after the pool's grace period.
+        self.stopping = stopping
+        self._stop_by: float | None = None
         self.run_id = run
         self.shard = shard
         self.store = store
@@ -210,17 +219,27 @@ class IngestEngine:
             self._wake.clear()
             if self._failure is not None:
                 raise self._failure
+            stopping = self.stopping is not None and self.stopping.is_set()
+            if stopping:
+                # No walk starts; those in flight get a moment to end (each done is one
+                # URL the rerun does not fetch again), then are abandoned.
+                if self._stop_by is None:
+                    self._stop_by = self.clock.monotonic() + STOP_SECONDS
+                if not self._walks or self.clock.monotonic() >= self._stop_by:
+                    raise Interrupted(f"ingest shard {self.shard}: stopping", self.clock.now())
             now = self.clock.now()
             self._release_due(now)
             if (
-                not self._exhausted
+                not stopping
+                and not self._exhausted
                 and self._loading is None
                 and self._waiting < max(2 * limit, PAGE // 2)
             ):
                 self._loading = asyncio.ensure_future(self._load())
             # Records waiting for a commit hold memory: past twice the threshold, wait.
             while (
-                len(self._walks) < limit
+                not stopping
+                and len(self._walks) < limit
                 and self._ready
                 and self.batch.nbytes < 2 * COMMIT_BYTES
                 and len(self._finishing) < 2 * limit
@@ -526,7 +545,7 @@ class IngestEngine:
         for pending in (self._committing, self._loading):
             if pending is not None:
                 await asyncio.gather(asyncio.shield(pending), return_exceptions=True)
-        if isinstance(exc, Deferred):
+        if isinstance(exc, Deferred) and not isinstance(exc, Interrupted):
             return  # committed, and the slot closed, by _hand_back
         if self._failure is not None:
             self.archive.abandon()  # the slot's next owner cuts back what is not committed

@@ -227,6 +227,7 @@ async def _shard(ctx: JobContext) -> Outcome:
             job=ctx.job.id,
             owner=ctx.owner,
             leases=leases,
+            stopping=ctx.stopping,
         )
         try:
             summary = await engine.run()
