@@ -155,7 +155,10 @@ def test_a_cancelled_session_ends_its_thread_at_once(silent: Silent) -> None:
 def test_a_private_address_is_refused_before_connecting(silent: Silent) -> None:
     async def go() -> None:
         hosts = NewsHosts(SystemClock())
-        with pytest.raises(PermanentError, match=r"^nntp://127\.0\.0\.1:\d+: address .* loopback"):
+        with pytest.raises(
+            PermanentError,
+            match=r"^nntp://127\.0\.0\.1:\d+: refused: loopback address 127\.0\.0\.1",
+        ):
             async with hosts.session(
                 NewsAddress("127.0.0.1", silent.port, False), NewsSettings(delay=0)
             ):

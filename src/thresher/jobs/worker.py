@@ -479,6 +479,10 @@ class WorkerPool:
             raise
         except Exception as exc:
             await self._failed(job, exc)
+            # Retried, deferred or handed back, in a transaction of its own (not the
+            # group commit, which wakes the pool when done): an idle worker asking for
+            # work sleeps until the next job was due when it asked, maybe a heartbeat away.
+            self._wake.set()
             return
         took = self.clock.monotonic() - started
         mean = self._kind_seconds.get(job.kind)
