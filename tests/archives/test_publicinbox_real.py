@@ -2,7 +2,7 @@
 
 Each test makes inboxes with `public-inbox-init`, feeds them with public-inbox's own
 tools, serves them with `public-inbox-httpd` on 127.0.0.1 and harvests them; what the
-server was asked is read from its access log (publicinbox_server.py)."""
+server was asked is read from its access log (tests/public_inbox.py)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from publicinbox_server import Inbox, PublicInboxes, PublicInboxHTTPD, missing_reason
 from test_archive_runs import Harvester, ShiftedClock, message_id
 
 from cli_proc import Home
 from conftest import new_pg_database
+from public_inbox import Inbox, PublicInboxes, PublicInboxHTTPD, missing_reason
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.kinds.publicinbox import CHECKPOINT
 
