@@ -8,18 +8,15 @@ new mail costs an OVER of the new numbers and an ARTICLE per new message."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import ssl
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from test_archive_runs import Harvester, ShiftedClock, ts
 
-from cli_proc import Home
+from cli_proc import Home, kill_9
 from conftest import new_pg_database
 from nntp_server import (
     GROUP,
@@ -34,6 +31,8 @@ from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.kinds.nntp import CHECKPOINT
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+MESSAGES = "SELECT count(*) AS n FROM messages"
 
 ADDR = "dev@example.org"
 MONTHS = ["2024-01", "2024-02", "2024-03"]
@@ -280,20 +279,8 @@ def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
         # when it is killed.
         options = ("-o", "allow_private=true", "-o", "delay=1", "-o", "batch=50")
         home.run("source", "add", "dev", log.url(), *options)
-        proc = home.start("run", "dev")
-        deadline = time.monotonic() + 120
-        stored = 0
-        while stored < CHECKPOINT:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-            try:
-                stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
-            except Exception:  # the store or its tables do not exist yet
-                continue
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
+        kill_9(home.start_run_until("dev", MESSAGES, CHECKPOINT))
+        stored = home.count(MESSAGES)
         assert CHECKPOINT <= stored < total
 
         home.run("run", "dev")

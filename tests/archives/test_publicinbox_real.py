@@ -6,8 +6,6 @@ server was asked is read from its access log (tests/public_inbox.py)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -16,13 +14,15 @@ from pathlib import Path
 import pytest
 from test_archive_runs import Harvester, ShiftedClock, message_id
 
-from cli_proc import Home
+from cli_proc import Home, kill_9
 from conftest import new_pg_database
 from public_inbox import Inbox, PublicInboxes, PublicInboxHTTPD, missing_reason
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.kinds.publicinbox import CHECKPOINT
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+MESSAGES = "SELECT count(*) AS n FROM messages"
 
 ADDR = "dev@example.org"
 MONTHS = ["2024-01", "2024-02", "2024-03"]
@@ -283,20 +283,8 @@ def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
     with PublicInboxHTTPD(inboxes) as server:
         options = ("-o", "allow_private=true", "-o", "delay=0")
         home.run("source", "add", "dev", server.url("/dev/"), "--type", "publicinbox", *options)
-        proc = home.start("run", "dev")
-        deadline = time.monotonic() + 300
-        stored = 0
-        while stored < CHECKPOINT:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-            try:
-                stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
-            except Exception:  # the store or its tables do not exist yet
-                continue
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
+        kill_9(home.start_run_until("dev", MESSAGES, CHECKPOINT, timeout=300, poll=0.01))
+        stored = home.count(MESSAGES)
         assert CHECKPOINT <= stored < total
         [unit] = home.query("SELECT stop_offset FROM archive_months")
         assert unit["stop_offset"] == stored  # the stop sign is just past what is stored
