@@ -17,13 +17,12 @@ import re
 import shutil
 import ssl
 import subprocess
-import threading
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 
 import public_inbox
 from public_inbox import Inbox, NewsServer, PublicInboxes
+from thresher.archives.demo_thread import ThreadedServer
 
 __all__ = [
     "GROUP",
@@ -85,8 +84,10 @@ Hook = Callable[[str], None]
 _PASS = re.compile(r"^(AUTHINFO\s+PASS\s+).*$", re.IGNORECASE)
 
 
-class CommandLog:
+class CommandLog(ThreadedServer):
     """A TCP proxy to the news server that writes down every command it passes on."""
+
+    thread_name = "nntp-proxy"
 
     def __init__(
         self,
@@ -96,6 +97,7 @@ class CommandLog:
         starttls: ssl.SSLContext | None = None,
         hook: Hook | None = None,
     ) -> None:
+        super().__init__()
         self.upstream_port = upstream_port
         self.auth = auth
         self.starttls = starttls
@@ -105,8 +107,6 @@ class CommandLog:
         self.secret_seen: list[str] = []  # what came as AUTHINFO PASS, for the test to check
         self.tls_seen: list[bool] = []  # whether each command came inside TLS
         self.connections = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -120,7 +120,7 @@ class CommandLog:
         self.commands.clear()
         self.tls_seen.clear()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         task = asyncio.current_task()
         assert task is not None
@@ -194,51 +194,15 @@ class CommandLog:
             return None
         return "480 Authentication required"
 
-    def start(self) -> CommandLog:
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
+    async def _serve(self) -> None:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        self.port = int(self._server.sockets[0].getsockname()[1])
 
-        async def serve() -> None:
-            self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-            self.port = int(self._server.sockets[0].getsockname()[1])
-
-        async def shut() -> None:
-            assert self._server is not None
-            self._server.close()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            await self._server.wait_closed()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(serve())
-            ready.set()
-            loop.run_forever()
-            loop.run_until_complete(shut())
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.close()
-
-        self._loop = loop
-        self._thread = threading.Thread(target=run, name="nntp-proxy", daemon=True)
-        self._thread.start()
-        if not ready.wait(30):
-            raise RuntimeError("the proxy did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(30)
-        self._loop = self._thread = None
-
-    def __enter__(self) -> CommandLog:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    async def _shutdown(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
