@@ -37,9 +37,9 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from thresher.archives.demo_messages import render_mbox
+from thresher.archives.demo_thread import Served
 
 _TOOLS = (
     "public-inbox-init",
@@ -240,7 +240,7 @@ class Logged:
 _LOG_LINE = re.compile(r"^(GET|POST|HEAD|PUT|DELETE|OPTIONS) (\S+) (\d{3})$")
 
 
-class PublicInboxHTTPD:
+class PublicInboxHTTPD(Served):
     """`public-inbox-httpd` serving `inboxes` on 127.0.0.1, with its access log."""
 
     def __init__(self, inboxes: PublicInboxes) -> None:
@@ -317,19 +317,8 @@ class PublicInboxHTTPD:
         proc, self._proc = self._proc, None
         _stop(proc)
 
-    def __enter__(self) -> PublicInboxHTTPD:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
-
-class NewsServer:
+class NewsServer(Served):
     """`public-inbox-nntpd` serving an inbox's newsgroup on 127.0.0.1, plain and (with a
     certificate) over TLS; on a free port unless given one."""
 
@@ -402,17 +391,6 @@ class NewsServer:
             for line in iter(f.readline, b".\r\n"):
                 found.add(line.split(b"\t")[4].decode().strip("<>"))
             return found
-
-    def __enter__(self) -> NewsServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def free_port() -> int:

@@ -1,5 +1,6 @@
 """An asyncio server on an event loop of its own, in a background thread: the demo
-archive's, and the tests' other servers on 127.0.0.1.
+archive's, and the tests' other servers on 127.0.0.1; and what every server started and
+stopped in a `with` block shares (`Served`).
 
 Why a thread: synchronous tests, async tests on another loop and subprocesses can all
 talk to a server that runs beside them. A subclass says how it starts listening
@@ -15,7 +16,29 @@ from types import TracebackType
 from typing import Self
 
 
-class ThreadedServer:
+class Served:
+    """A server that `start` starts (returning it) and `stop` stops; in a `with`, for
+    the block. The tests' servers in a process of their own are ones too."""
+
+    def start(self) -> Self:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class ThreadedServer(Served):
     """`_serve` and `_shutdown` run on the server's own loop, in a thread named
     `thread_name`."""
 
@@ -73,14 +96,3 @@ class ThreadedServer:
         loop.call_soon_threadsafe(loop.stop)
         thread.join()
         self._loop = self._thread = None
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
