@@ -20,7 +20,6 @@ import pytest
 from psycopg.rows import dict_row
 
 from cli_proc import Home, kill_9
-from conftest import new_pg_database
 from thresher.archives.demo import ArchiveList, DemoArchive
 from thresher.archives.demo_messages import generate_messages, hostile_messages, render_mbox
 from thresher.archives.export import export_messages
@@ -335,11 +334,7 @@ def child_pids(parent: int | None) -> set[int]:
 
 
 @pytest.mark.slow
-def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path, db)
+def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(home: Home) -> None:
     months = [f"{y}-{m:02d}" for y in (2021, 2022, 2023) for m in range(1, 13)]
     with DemoArchive() as server:
         archive = server.add_list(

@@ -14,7 +14,6 @@ from mhonarc_server import MHonArcList, StaticServer, missing_reason
 from test_archive_runs import Harvester, ShiftedClock, message_id, ts
 
 from cli_proc import Home, kill_9
-from conftest import new_pg_database
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.demo_mhonarc import mhonarc_message_html
 from thresher.archives.kinds.mhonarc import CHECKPOINT, rebuild_message
@@ -220,10 +219,8 @@ PER_MONTH = 120
 
 @pytest.mark.slow
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    home: Home, tmp_path: Path
 ) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path / "home", db)
     archive = MHonArcList(tmp_path / "www")
     mail = generate_messages(ADDR, MONTHS[:2], PER_MONTH, seed=5)
     for month in MONTHS[:2]:

@@ -17,7 +17,6 @@ import pytest
 from test_archive_runs import Harvester, ShiftedClock, ts
 
 from cli_proc import Home, kill_9
-from conftest import new_pg_database
 from nntp_server import (
     GROUP,
     CommandLog,
@@ -266,10 +265,8 @@ def test_user_and_password_are_sent_after_starttls_and_never_shown(
 
 
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    home: Home, tmp_path: Path
 ) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path / "home", db)
     inbox = news_inbox(tmp_path / "pi")
     messages = generate_messages(ADDR, MONTHS, 100, seed=5)
     inbox.import_many([raw for month in MONTHS for raw in messages[month]])

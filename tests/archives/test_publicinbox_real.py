@@ -15,7 +15,6 @@ import pytest
 from test_archive_runs import Harvester, ShiftedClock, message_id
 
 from cli_proc import Home, kill_9
-from conftest import new_pg_database
 from public_inbox import Inbox, PublicInboxes, PublicInboxHTTPD, missing_reason
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.kinds.publicinbox import CHECKPOINT
@@ -269,14 +268,8 @@ BULK = 3000
 
 
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str,
-    inboxes: PublicInboxes,
-    inbox: Inbox,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
+    home: Home, inboxes: PublicInboxes, inbox: Inbox
 ) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path / "home", db)
     inbox.import_many(mail(BULK, seed=5))
     total = len(inbox.message_ids())
     assert total == BULK
