@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -13,7 +15,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-__all__ = ["Home", "thresher"]
+__all__ = ["Home", "kill_9", "thresher"]
 
 
 class Home:
@@ -62,6 +64,28 @@ class Home:
         finally:
             db.close()
 
+    def count(self, sql: str) -> int:
+        """The number a `SELECT count(*) AS n ...` gives."""
+        return int(self.query(sql)[0]["n"])
+
+    def start_run_until(
+        self, source: str, sql: str, at_least: int, *, timeout: float = 120, poll: float = 0.02
+    ) -> subprocess.Popen[str]:
+        """`thresher run SOURCE`, started and left running until `sql` (a count, as in
+        `count`) reaches `at_least`; it must not end before, nor take over `timeout`."""
+        proc = self.start("run", source)
+        deadline = time.monotonic() + timeout
+        reached = 0
+        while reached < at_least:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(poll)
+            try:
+                reached = self.count(sql)
+            except Exception:  # the store or its tables do not exist yet
+                continue
+        return proc
+
     def results(self, source: str) -> Counter[str]:
         rows = self.query(f"SELECT job_key FROM synthetic_results WHERE source = '{source}'")
         return Counter(r["job_key"] for r in rows)
@@ -71,6 +95,12 @@ class Home:
             r["key"]: (r["kind"], r["state"])
             for r in self.query("SELECT key, kind, state FROM jobs")
         }
+
+
+def kill_9(proc: subprocess.Popen[str]) -> None:
+    """`kill -9` the process, as a crash or the OOM killer would, and reap it."""
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
 
 
 def thresher(*args: str) -> subprocess.CompletedProcess[str]:

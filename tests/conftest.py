@@ -87,6 +87,19 @@ def store_url(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
 
 
 @pytest.fixture
+def home(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Home]:
+    """A home folder for the `thresher` command, with a new, empty store of each
+    backend: every test using it runs twice."""
+    if backend == "sqlite":
+        yield Home(tmp_path / "home")
+        return
+    admin = request.getfixturevalue("pg_admin_url")
+    url = new_pg_database(admin)
+    yield Home(tmp_path / "home", url)
+    drop_pg_database(admin, url)
+
+
+@pytest.fixture
 def store(store_url: str) -> Iterator[Store]:
     s = open_store(store_url)
     try:

@@ -3,12 +3,12 @@ reading one newsgroup from Debian's public-inbox-nntpd on 127.0.0.1.
 
 The group holds the pipermail archive's messages (the same generator, seed, months and
 count): an inbox made by `public-inbox-init` (v2, index level `basic`) with a
-`newsgroup`, filled through public-inbox's own importer and `public-inbox-index`
-(tests/nntp_server.py), served by `public-inbox-nntpd -W0` on 127.0.0.1:119 (Perceval's
-backend connects to port 119 only). Each tool harvests it twice into an empty store or
-file, then once more with nothing changed; the server's own log counts the commands
-each harvest sent. Thresher runs with `delay=0` (Perceval pauses never): both read as
-fast as the server answers, one connection each.
+`newsgroup`, filled through public-inbox's own importer (tests/public_inbox.py),
+served by `public-inbox-nntpd -W0` on 127.0.0.1:119 (Perceval's backend connects to
+port 119 only). Each tool harvests it twice into an empty store or file, then once more
+with nothing changed; the server's own log counts the commands each harvest sent.
+Thresher runs with `delay=0` (Perceval pauses never): both read as fast as the server
+answers, one connection each.
 
     python3 benchmarks/mail/run.py --nntp-only                       # the NNTP rows alone
     python3 benchmarks/mail/run.py --nntp-only --months 3 --per-month 50  # smoke run
@@ -73,7 +73,7 @@ def missing() -> str | None:
 @contextmanager
 def news_group(messages: Sequence[bytes], work: Path) -> Iterator[Path]:
     """public-inbox-nntpd serving `messages` on 127.0.0.1:119; yields its log file."""
-    from nntp_server import Inbox
+    from nntp_server import NewsServer, news_inbox
 
     with socket.socket() as probe:
         # As the server binds: connections of an earlier run may linger in TIME_WAIT.
@@ -84,36 +84,22 @@ def news_group(messages: Sequence[bytes], work: Path) -> Iterator[Path]:
             raise BenchError(
                 f"127.0.0.1:{PORT} is taken ({exc.strerror}): Perceval needs it"
             ) from None
-    inbox = Inbox(work / "inbox")
+    inbox = news_inbox(work / "inbox")
     started = time.perf_counter()
-    inbox.import_messages(messages)
+    inbox.import_many(messages)
     print(
         f"inbox: {len(messages)} messages imported and indexed in"
         f" {time.perf_counter() - started:.1f} s",
         file=sys.stderr,
     )
-    log = work / "nntpd.log"
-    proc = subprocess.Popen(
-        ["public-inbox-nntpd", "-W0", "-l", f"nntp://127.0.0.1:{PORT}", f"--stdout={log}",
-         f"--stderr={log}"],
-        env=inbox.env,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", PORT), timeout=5) as s:
-                    s.recv(100)
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise BenchError("public-inbox-nntpd did not start") from None
-                time.sleep(0.05)
-        yield log
+        server = NewsServer(inbox, port=PORT).start()
+    except RuntimeError as exc:
+        raise BenchError(str(exc)) from None
+    try:
+        yield server.log_path
     finally:
-        proc.terminate()
-        proc.wait(30)
+        server.stop()
 
 
 _LOGGED = re.compile(r"^\[\d+\] ([A-Z]+)")

@@ -47,16 +47,16 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 # The public-inbox installation the tests make: the same tools, the same server.
-sys.path.insert(0, str(HERE.parent.parent / "tests" / "archives"))
+sys.path.insert(0, str(HERE.parent.parent / "tests"))
 from benchlib import BenchError, bench_run, child_env, thresher_version  # noqa: E402
-from publicinbox_server import (  # noqa: E402
+
+from mail.run import Usage, run_measured, tail  # noqa: E402
+from public_inbox import (  # noqa: E402
     Logged,
     PublicInboxes,
     PublicInboxHTTPD,
     missing_reason,
 )
-
-from mail.run import Usage, run_measured, tail  # noqa: E402
 
 RESULTS = HERE / "results-publicinbox.json"
 INBOX = "bench"

@@ -15,15 +15,14 @@ import asyncio
 import re
 import shutil
 import subprocess
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from aiohttp import web
 
 from thresher.archives.demo_messages import render_mbox
+from thresher.archives.demo_thread import ThreadedServer
 
 MHONARC = shutil.which("mhonarc")
 _MESSAGE_ID = re.compile(rb"<!--X-Message-Id: (.*?) -->")
@@ -123,16 +122,17 @@ class MHonArcList:
         (self.dir / "index.html").write_text(page)
 
 
-class StaticServer:
+class StaticServer(ThreadedServer):
     """The archive's files on 127.0.0.1, as a static web server serves them."""
 
+    thread_name = "mhonarc-server"
+
     def __init__(self, root: Path, *, slow: float = 0.0) -> None:
+        super().__init__()
         self.root = root.resolve()
         self.slow = slow  # seconds added to each message page: a harvest long enough to kill
         self.port = 0
         self.requests: list[Logged] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
 
     def url(self, path: str) -> str:
@@ -161,49 +161,16 @@ class StaticServer:
         headers = {k.lower(): v for k, v in request.headers.items()}
         self.requests.append(Logged(request.path, response.status, headers))
 
-    def start(self) -> StaticServer:
-        ready = threading.Event()
-        loop = asyncio.new_event_loop()
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.on_response_prepare.append(self._log)
+        app.router.add_get("/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
 
-        async def serve() -> None:
-            app = web.Application()
-            app.on_response_prepare.append(self._log)
-            app.router.add_get("/{tail:.*}", self._handle)
-            self._runner = web.AppRunner(app, access_log=None)
-            await self._runner.setup()
-            site = web.TCPSite(self._runner, "127.0.0.1", 0)
-            await site.start()
-            self.port = int(self._runner.addresses[0][1])
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            loop.run_until_complete(serve())
-            ready.set()
-            loop.run_forever()
-            assert self._runner is not None
-            loop.run_until_complete(self._runner.cleanup())
-            loop.close()
-
-        self._loop = loop
-        self._thread = threading.Thread(target=run, name="mhonarc-server", daemon=True)
-        self._thread.start()
-        if not ready.wait(30):
-            raise RuntimeError("the static server did not start")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._thread is not None:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-        self._loop = self._thread = None
-
-    def __enter__(self) -> StaticServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+    async def _shutdown(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import mailbox
-import os
 import re
-import signal
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -21,8 +19,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from cli_proc import Home
-from conftest import new_pg_database
+from cli_proc import Home, kill_9
 from thresher.archives.demo import ArchiveList, DemoArchive
 from thresher.archives.demo_messages import generate_messages, hostile_messages, render_mbox
 from thresher.archives.export import export_messages
@@ -337,11 +334,7 @@ def child_pids(parent: int | None) -> set[int]:
 
 
 @pytest.mark.slow
-def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path, db)
+def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(home: Home) -> None:
     months = [f"{y}-{m:02d}" for y in (2021, 2022, 2023) for m in range(1, 13)]
     with DemoArchive() as server:
         archive = server.add_list(
@@ -349,21 +342,11 @@ def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
         )
         url = server.url("pipermail", ADDR)
         home.run("source", "add", "dev", url, "-o", "allow_private=true", "-o", "delay=0")
-        proc = home.start("run", "dev")
         deadline = time.monotonic() + 120
-        harvested = 0
-        while harvested < 3:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-            try:
-                harvested = len(home.query("SELECT month FROM archive_months"))
-            except Exception:  # the store or its tables do not exist yet
-                continue
+        proc = home.start_run_until("dev", "SELECT count(*) AS n FROM archive_months", 3)
         children = child_pids(proc.pid)
         assert children, "months this big are parsed in a child process"
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        kill_9(proc)
         # The parsing child dies with its parent: nothing is left running.
         while children & set(child_pids(None)) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -6,9 +6,6 @@ files over HTTP on 127.0.0.1 and harvests it (mhonarc_server.py)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,14 +13,15 @@ import pytest
 from mhonarc_server import MHonArcList, StaticServer, missing_reason
 from test_archive_runs import Harvester, ShiftedClock, message_id, ts
 
-from cli_proc import Home
-from conftest import new_pg_database
+from cli_proc import Home, kill_9
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.demo_mhonarc import mhonarc_message_html
 from thresher.archives.kinds.mhonarc import CHECKPOINT, rebuild_message
 from thresher.archives.message import parse_message
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+MESSAGES = "SELECT count(*) AS n FROM messages"
 
 ADDR = "dev@example.org"
 MONTHS = ["2024-01", "2024-02", "2024-03"]
@@ -221,10 +219,8 @@ PER_MONTH = 120
 
 @pytest.mark.slow
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    home: Home, tmp_path: Path
 ) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path / "home", db)
     archive = MHonArcList(tmp_path / "www")
     mail = generate_messages(ADDR, MONTHS[:2], PER_MONTH, seed=5)
     for month in MONTHS[:2]:
@@ -235,20 +231,8 @@ def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
         url = server.url("/lists/dev/")
         options = ("-o", "allow_private=true", "-o", "delay=0")
         home.run("source", "add", "dev", url, "--type", "mhonarc", *options)
-        proc = home.start("run", "dev")
-        deadline = time.monotonic() + 120
-        stored = 0
-        while stored < CHECKPOINT:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-            try:
-                stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
-            except Exception:  # the store or its tables do not exist yet
-                continue
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
+        kill_9(home.start_run_until("dev", MESSAGES, CHECKPOINT))
+        stored = home.count(MESSAGES)
         assert CHECKPOINT <= stored < total
 
         home.run("run", "dev")

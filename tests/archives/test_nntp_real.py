@@ -8,19 +8,15 @@ new mail costs an OVER of the new numbers and an ARTICLE per new message."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import ssl
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from test_archive_runs import Harvester, ShiftedClock, ts
 
-from cli_proc import Home
-from conftest import new_pg_database
+from cli_proc import Home, kill_9
 from nntp_server import (
     GROUP,
     CommandLog,
@@ -28,11 +24,14 @@ from nntp_server import (
     NewsServer,
     make_certificate,
     missing_reason,
+    news_inbox,
 )
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.kinds.nntp import CHECKPOINT
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+MESSAGES = "SELECT count(*) AS n FROM messages"
 
 ADDR = "dev@example.org"
 MONTHS = ["2024-01", "2024-02", "2024-03"]
@@ -55,7 +54,7 @@ def late(n: int) -> bytes:
 
 @pytest.fixture
 def inbox(tmp_path: Path) -> Inbox:
-    return Inbox(tmp_path / "pi")
+    return news_inbox(tmp_path / "pi")
 
 
 @pytest.fixture
@@ -77,7 +76,7 @@ def articles(log: CommandLog) -> list[int]:
 def test_the_first_harvest_is_what_the_server_holds_and_an_unchanged_run_sends_group_only(
     inbox: Inbox, server: NewsServer, log: CommandLog, store_url: str, tmp_path: Path
 ) -> None:
-    inbox.import_messages(mail())
+    inbox.import_many(mail())
     harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 20)))
     harvester.add(log.url())  # detected from the URL
     [source] = harvester.query("SELECT type, url FROM sources")
@@ -117,7 +116,7 @@ def test_the_first_harvest_is_what_the_server_holds_and_an_unchanged_run_sends_g
 def test_new_and_late_mail_are_found_on_the_next_run_and_only_they_are_fetched(
     inbox: Inbox, server: NewsServer, log: CommandLog, store_url: str, tmp_path: Path
 ) -> None:
-    inbox.import_messages(mail(per_month=4))
+    inbox.import_many(mail(per_month=4))
     harvester = Harvester(store_url, tmp_path, ShiftedClock(ts(2024, 3, 20)))
     harvester.add(log.url(), "nntp")
     harvester.run()
@@ -142,7 +141,7 @@ def test_holes_in_the_numbers_are_recorded_and_not_asked_for_again(
     inbox: Inbox, server: NewsServer, store_url: str, tmp_path: Path
 ) -> None:
     messages = mail(per_month=5)
-    inbox.import_messages(messages)
+    inbox.import_many(messages)
     inbox.remove(messages[3])  # article 4: a moderator removed it
     gone: list[int] = []
 
@@ -194,7 +193,7 @@ def test_holes_in_the_numbers_are_recorded_and_not_asked_for_again(
 def test_a_private_address_is_refused_unless_allowed(
     inbox: Inbox, log: CommandLog, tmp_path: Path
 ) -> None:
-    inbox.import_messages(mail(per_month=1))
+    inbox.import_many(mail(per_month=1))
     harvester = Harvester(f"sqlite:///{tmp_path / 'thresher.db'}", tmp_path, ShiftedClock(0))
     harvester.add(log.url(), "nntp", allow_private="false")
     with pytest.raises(
@@ -207,7 +206,7 @@ def test_a_private_address_is_refused_unless_allowed(
 def test_nntps_checks_the_certificate_and_reads_over_tls(
     inbox: Inbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    inbox.import_messages(mail(per_month=2))
+    inbox.import_many(mail(per_month=2))
     cert, key = make_certificate(tmp_path)
     with NewsServer(inbox, tls=(cert, key)) as server:
         url = server.url("nntps")
@@ -226,7 +225,7 @@ def test_nntps_checks_the_certificate_and_reads_over_tls(
 def test_user_and_password_are_sent_after_starttls_and_never_shown(
     inbox: Inbox, server: NewsServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    inbox.import_messages(mail(per_month=2))
+    inbox.import_many(mail(per_month=2))
     secret = "s3cret-Pw"
     home = Home(tmp_path / "home")
     cert, key = make_certificate(tmp_path, "proxy")
@@ -268,33 +267,19 @@ def test_user_and_password_are_sent_after_starttls_and_never_shown(
 
 
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    home: Home, tmp_path: Path
 ) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path / "home", db)
-    inbox = Inbox(tmp_path / "pi")
+    inbox = news_inbox(tmp_path / "pi")
     messages = generate_messages(ADDR, MONTHS, 100, seed=5)
-    inbox.import_messages([raw for month in MONTHS for raw in messages[month]])
+    inbox.import_many([raw for month in MONTHS for raw in messages[month]])
     with NewsServer(inbox) as server, CommandLog(server.port) as log:
         total = len(server.message_ids())
         # A pause of a second after every 50 commands: the harvest is still running
         # when it is killed.
         options = ("-o", "allow_private=true", "-o", "delay=1", "-o", "batch=50")
         home.run("source", "add", "dev", log.url(), *options)
-        proc = home.start("run", "dev")
-        deadline = time.monotonic() + 120
-        stored = 0
-        while stored < CHECKPOINT:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.02)
-            try:
-                stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
-            except Exception:  # the store or its tables do not exist yet
-                continue
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
+        kill_9(home.start_run_until("dev", MESSAGES, CHECKPOINT))
+        stored = home.count(MESSAGES)
         assert CHECKPOINT <= stored < total
 
         home.run("run", "dev")
@@ -323,7 +308,7 @@ def test_an_article_over_max_bytes_is_recorded_and_skipped(
 ) -> None:
     small = [f"From: a@x\nSubject: s{i}\nMessage-ID: <s{i}@x>\n\nhi\n".encode() for i in range(3)]
     big = b"From: a@x\nSubject: big\nMessage-ID: <big@x>\n\n" + b"x" * 5000 + b"\n"
-    inbox.import_messages([small[0], big, small[1], small[2]])
+    inbox.import_many([small[0], big, small[1], small[2]])
     harvester = Harvester(f"sqlite:///{tmp_path / 'thresher.db'}", tmp_path, ShiftedClock(0))
     harvester.add(log.url(), "nntp", max_bytes="2000")
     harvester.run()

@@ -2,27 +2,26 @@
 
 Each test makes inboxes with `public-inbox-init`, feeds them with public-inbox's own
 tools, serves them with `public-inbox-httpd` on 127.0.0.1 and harvests them; what the
-server was asked is read from its access log (publicinbox_server.py)."""
+server was asked is read from its access log (tests/public_inbox.py)."""
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from publicinbox_server import Inbox, PublicInboxes, PublicInboxHTTPD, missing_reason
 from test_archive_runs import Harvester, ShiftedClock, message_id
 
-from cli_proc import Home
-from conftest import new_pg_database
+from cli_proc import Home, kill_9
+from public_inbox import Inbox, PublicInboxes, PublicInboxHTTPD, missing_reason
 from thresher.archives.demo_messages import generate_messages, hostile_messages
 from thresher.archives.kinds.publicinbox import CHECKPOINT
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")
+
+MESSAGES = "SELECT count(*) AS n FROM messages"
 
 ADDR = "dev@example.org"
 MONTHS = ["2024-01", "2024-02", "2024-03"]
@@ -269,34 +268,16 @@ BULK = 3000
 
 
 def test_kill_9_during_a_harvest_then_run_again_stores_each_message_once(
-    backend: str,
-    inboxes: PublicInboxes,
-    inbox: Inbox,
-    tmp_path: Path,
-    request: pytest.FixtureRequest,
+    home: Home, inboxes: PublicInboxes, inbox: Inbox
 ) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path / "home", db)
     inbox.import_many(mail(BULK, seed=5))
     total = len(inbox.message_ids())
     assert total == BULK
     with PublicInboxHTTPD(inboxes) as server:
         options = ("-o", "allow_private=true", "-o", "delay=0")
         home.run("source", "add", "dev", server.url("/dev/"), "--type", "publicinbox", *options)
-        proc = home.start("run", "dev")
-        deadline = time.monotonic() + 300
-        stored = 0
-        while stored < CHECKPOINT:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-            try:
-                stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
-            except Exception:  # the store or its tables do not exist yet
-                continue
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        stored = int(home.query("SELECT count(*) AS n FROM messages")[0]["n"])
+        kill_9(home.start_run_until("dev", MESSAGES, CHECKPOINT, timeout=300, poll=0.01))
+        stored = home.count(MESSAGES)
         assert CHECKPOINT <= stored < total
         [unit] = home.query("SELECT stop_offset FROM archive_months")
         assert unit["stop_offset"] == stored  # the stop sign is just past what is stored

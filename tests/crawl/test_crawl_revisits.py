@@ -10,12 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
 from crawlsite import Page, SiteServer
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from cli_proc import Home
-from conftest import new_pg_database
 from thresher.store.warc import NOT_MODIFIED_PROFILE, REVISIT_PROFILE
 
 
@@ -44,11 +42,7 @@ def execute(home: Home, sql: str) -> None:
         db.close()
 
 
-def test_the_store_keeps_the_capture_and_old_stores_name_what_they_know(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
-    home = Home(tmp_path / "home", db)
+def test_the_store_keeps_the_capture_and_old_stores_name_what_they_know(home: Home) -> None:
     with SiteServer(hosts=1) as site:
         b = site.base(0)
         seed, page, dup = f"{b}/", f"{b}/page.html", f"{b}/dup.html"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import new_pg_database
-from nntp_server import GROUP, Inbox, NewsServer, missing_reason
+from nntp_server import GROUP, NewsServer, missing_reason, news_inbox
 from thresher.clock import SystemClock
 from thresher.errors import HostBusy, PermanentError, SourceError, TransientError
 from thresher.fetch.leases import HostLeases
@@ -195,8 +195,8 @@ needs_public_inbox = pytest.mark.skipif(missing_reason() is not None, reason=mis
 
 @pytest.fixture
 def news(tmp_path: Path) -> Iterator[NewsServer]:
-    inbox = Inbox(tmp_path / "pi")
-    inbox.import_messages(
+    inbox = news_inbox(tmp_path / "pi")
+    inbox.import_many(
         [f"From: a@x\nSubject: {i}\nMessage-ID: <{i}@x>\n\nbody\n".encode() for i in range(3)]
     )
     with NewsServer(inbox) as server:

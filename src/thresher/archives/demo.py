@@ -56,7 +56,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import formatdate, parseaddr, parsedate_to_datetime
-from types import TracebackType
 from typing import Literal
 from urllib.parse import parse_qs
 
@@ -75,6 +74,7 @@ from .demo_messages import (
     render_pipermail,
 )
 from .demo_mhonarc import mhonarc_index_html, mhonarc_list_html, mhonarc_message_html
+from .demo_thread import ThreadedServer
 from .message import parse_message
 from .months import month_bounds, month_of, next_month, valid_month
 
@@ -267,12 +267,14 @@ def _not_found(what: str = "Not Found") -> _Reply:
     return _Reply(404, f"404: {what}\n".encode())
 
 
-class DemoArchive:
+class DemoArchive(ThreadedServer):
     """The archive server (see the module docstring). Use as a context manager, or call
     `start` and `stop`. `lists` maps addresses to `ArchiveList`; add with `add_list`,
     before or after starting. Settings that may change at any time: `ranges` (False:
     ignore Range headers like servers without support), `robots` (the robots.txt text;
     None: 404), `hang_seconds` (how long a ``hang`` fault stalls)."""
+
+    thread_name = "thresher-demo-archive"
 
     def __init__(
         self,
@@ -283,6 +285,7 @@ class DemoArchive:
         hang_seconds: float = 30.0,
         robots: str | None = None,
     ) -> None:
+        super().__init__()
         self.port = port
         self.ranges = ranges
         self.hang_seconds = hang_seconds
@@ -293,8 +296,6 @@ class DemoArchive:
         self._lock = threading.Lock()
         self._faults: list[_Fault] = []
         self._cache: dict[tuple[str, str, str], tuple[int, bytes, str]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._stopping: asyncio.Event | None = None
         self._routes: list[tuple[re.Pattern[str], _Route]] = [
@@ -393,41 +394,6 @@ class DemoArchive:
 
     # --- lifecycle --------------------------------------------------------------------
 
-    def start(self) -> DemoArchive:
-        if self._thread is not None:
-            raise RuntimeError("the demo archive is already running")
-        ready = threading.Event()
-        failure: list[BaseException] = []
-        loop = asyncio.new_event_loop()
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._serve())
-            except BaseException as exc:
-                failure.append(exc)
-                loop.run_until_complete(self._shutdown())
-                loop.close()
-                ready.set()
-                return
-            ready.set()
-            loop.run_forever()
-            try:
-                loop.run_until_complete(self._shutdown())
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
-
-        self._loop = loop
-        self._thread = threading.Thread(target=run, name="thresher-demo-archive", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if failure:
-            self._thread.join()
-            self._thread = self._loop = None
-            raise failure[0]
-        return self
-
     async def _serve(self) -> None:
         self._stopping = asyncio.Event()
         app = web.Application()
@@ -445,26 +411,9 @@ class DemoArchive:
 
     def stop(self) -> None:
         """Stop serving; requests in a ``hang`` fault are answered first."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
-            return
-        stopping = self._stopping
-        if stopping is not None:
-            loop.call_soon_threadsafe(stopping.set)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join()
-        self._loop = self._thread = None
-
-    def __enter__(self) -> DemoArchive:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        if self._loop is not None and self._stopping is not None:
+            self._loop.call_soon_threadsafe(self._stopping.set)
+        super().stop()
 
     # --- request handling ---------------------------------------------------------------
 

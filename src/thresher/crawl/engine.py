@@ -772,9 +772,9 @@ class CrawlEngine:
         if self.workbench.on_done(fetch, now, status, resp.retry_after, resp.ip):
             return  # 429/5xx, to be tried again: only the final answer is archived
         self._validators.pop(h, None)
-        if is_failure(status) or 400 <= status < 500:
 
-            def error(p: Processed) -> None:
+        def failed(error: str) -> Callable[[Processed], None]:
+            def record(p: Processed) -> None:
                 self.batch.counts["errors"] += counted
                 self.ledger.finish(
                     self.batch,
@@ -782,31 +782,24 @@ class CrawlEngine:
                     "error",
                     now=now,
                     status=status,
-                    error=f"HTTP {status}",
+                    error=error,
                     warc=(p.filename, p.offset),
                 )
 
-            await self._archive(_exchange(resp), error)
+            return record
+
+        if is_failure(status) or 400 <= status < 500:
+            await self._archive(_exchange(resp), failed(f"HTTP {status}"))
         elif 300 <= status < 400 and status != 304:
             target = resp.location
             link = None if target is None else resolve(target)  # an http(s) URL, or none
             hops = self._redirects.pop(h, 0) + 1  # this answer's place in a chain
             if link is not None and hops > MAX_REDIRECTS:
-
-                def too_many(p: Processed) -> None:
-                    self.batch.counts["errors"] += counted
-                    self.ledger.finish(
-                        self.batch,
-                        h,
-                        "error",
-                        now=now,
-                        status=status,
-                        error=f"{TOO_MANY_REDIRECTS}: {fetch.url} is the {hops}th redirect"
-                        f" in a row (at most {MAX_REDIRECTS} are followed); not to {target}",
-                        warc=(p.filename, p.offset),
-                    )
-
-                await self._archive(_exchange(resp), too_many)
+                too_many = (
+                    f"{TOO_MANY_REDIRECTS}: {fetch.url} is the {hops}th redirect in a row"
+                    f" (at most {MAX_REDIRECTS} are followed); not to {target}"
+                )
+                await self._archive(_exchange(resp), failed(too_many))
                 return
 
             def redirect(p: Processed) -> None:

@@ -41,6 +41,7 @@ from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
 from ..archives.rows import parse_rows
 from ..archives.units import Known, Unit, files_by_date
 from ..errors import PermanentError, TransientError
+from ..fetch import Response
 from ..fetch.news import NewsHosts, NewsSettings, news_url
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.queue import hold
@@ -99,6 +100,17 @@ def register_kind(kind: ArchiveKind) -> SourceType:
 # --- what a kind may ask of its job --------------------------------------------------------
 
 
+def _got(url: str, resp: Response, wire: int) -> Got:
+    """What the kind sees of `resp` (header names lowered, the first of each kept);
+    TransientError for a status to try again later."""
+    if resp.status in RETRY_STATUSES:
+        raise TransientError(f"{url}: HTTP {resp.status}", resp.retry_after)
+    lowered: dict[str, str] = {}
+    for key, value in resp.headers:
+        lowered.setdefault(key.lower(), value)
+    return Got(resp.status, lowered, resp.content, wire, resp.retry_after, resp.url)
+
+
 class _JobPort:
     """`thresher.archives.kinds.Port` for one job: fetches through the polite fetcher,
     reads the store, stores checkpoints; index pages fetched anew are kept in `saved`
@@ -117,18 +129,9 @@ class _JobPort:
         self, url: str, headers: Mapping[str, str] | None = None, max_bytes: int | None = None
     ) -> Got:
         if urlsplit(url).scheme not in ("http", "https"):
-            got = _read_local(url, headers or {})
-        else:
-            resp = await get_following(self.ctx, url, dict(headers or {}), max_bytes)
-            lowered: dict[str, str] = {}
-            for key, value in resp.headers:
-                lowered.setdefault(key.lower(), value)
-            got = Got(
-                resp.status, lowered, resp.content, len(resp.body), resp.retry_after, resp.url
-            )
-        if got.status in RETRY_STATUSES:
-            raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
-        return got
+            return _read_local(url, headers or {})  # never a status to try again
+        resp = await get_following(self.ctx, url, dict(headers or {}), max_bytes)
+        return _got(url, resp, len(resp.body))
 
     async def post(
         self,
@@ -143,14 +146,7 @@ class _JobPort:
             allow_private=bool(opts.get("allow_private", False)), delay=opts.get("delay")
         )
         resp = await fetcher.post(url, data, headers, max_body=max_bytes, sink=into)
-        lowered: dict[str, str] = {}
-        for key, value in resp.headers:
-            lowered.setdefault(key.lower(), value)
-        wire = resp.streamed if into is not None else len(resp.body)
-        got = Got(resp.status, lowered, resp.content, wire, resp.retry_after, resp.url)
-        if got.status in RETRY_STATUSES:
-            raise TransientError(f"{url}: HTTP {got.status}", got.retry_after)
-        return got
+        return _got(url, resp, resp.streamed if into is not None else len(resp.body))
 
     def mirror_dir(self, name: str) -> Path:
         folder = self.ctx.config.home / "git" / self.source / name

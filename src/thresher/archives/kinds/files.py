@@ -25,30 +25,21 @@ class FileKind(ArchiveKind):
         url, got, start = await _fetch(
             port, unit.urls, known, unit.grows, max_bytes, empty_ok=unit.expected == 0
         )
+
+        def read(got: Got, start: int | None) -> Absorbed:
+            return absorb(
+                known, got.status, got.headers, got.content, start,
+                mboxrd=unit.mboxrd, max_size=max_bytes,
+            )  # fmt: skip
+
         wire = got.wire
-        absorbed = absorb(
-            known,
-            got.status,
-            got.headers,
-            got.content,
-            start,
-            mboxrd=unit.mboxrd,
-            max_size=max_bytes,
-        )
+        absorbed = read(got, start)
         events = list(absorbed.events)
         if absorbed.need_full:
             got = await port.get(url, {}, max_bytes)
             got.check(url)
             wire += got.wire
-            absorbed = absorb(
-                known,
-                got.status,
-                got.headers,
-                got.content,
-                None,
-                mboxrd=unit.mboxrd,
-                max_size=max_bytes,
-            )
+            absorbed = read(got, None)
             events += absorbed.events
         return _harvest(url, got.status, wire, absorbed, events)
 

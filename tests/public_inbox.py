@@ -1,19 +1,26 @@
 """Real public-inbox inboxes, made and fed by Debian's `public-inbox`, served by its own
-`public-inbox-httpd` on 127.0.0.1.
+`public-inbox-httpd` (WWW and git) and `public-inbox-nntpd` (NNTP) on 127.0.0.1.
 
 Each `PublicInboxes` is one public-inbox installation of its own: a config file
 (`PI_CONFIG`) and a home folder in a temporary directory. Inboxes are made by
-`public-inbox-init` (v2 by default, so they have epochs; v1 on request) and grown the
+`public-inbox-init` (v2 by default, so they have epochs; v1 on request; index level
+`basic`: the overview NNTP needs, no Xapian; a `newsgroup` on request) and grown the
 ways a list's archive grows: `public-inbox-mda` delivers a message as a mail server
 would, `import_many` hands many to public-inbox's own importer in one process (what
-`-mda` calls per message, without a Perl start-up per message), `public-inbox-learn rm`
-removes one, and `new_epoch` begins the next epoch the way public-inbox does when the
-newest is full (its `MultiGit::add_epoch`; it does so at a gigabyte, too much for a
-test). `PublicInboxHTTPD` serves them all with `public-inbox-httpd` (the WWW
-interface and git's smart HTTP, through `git http-backend`) on a socket bound here and
-inherited (systemd's LISTEN_FDS), with Plack's access log — the server's own record
-of every request — and a robots.txt the test may write. `public-inbox` is installed by
-scripts/test (Debian's package, as root); without it these tests skip and say so.
+`-mda` calls per message, without a Perl start-up per message: 300 messages in a second
+instead of two minutes), `public-inbox-learn rm` removes one, as a moderator does, and
+`new_epoch` begins the next epoch the way public-inbox does when the newest is full (its
+`MultiGit::add_epoch`; it does so at a gigabyte, too much for a test).
+
+`PublicInboxHTTPD` serves them all with `public-inbox-httpd` (the WWW interface and
+git's smart HTTP, through `git http-backend`) on a socket bound here and inherited
+(systemd's LISTEN_FDS), with Plack's access log — the server's own record of every
+request — and a robots.txt the test may write. `NewsServer` serves an inbox's newsgroup
+with `public-inbox-nntpd -W0` (one process) on a free port, plain and, when given a
+certificate, over TLS.
+
+`public-inbox` is installed by scripts/test (Debian's package, as root); without it
+these tests skip and say so.
 """
 
 from __future__ import annotations
@@ -30,15 +37,16 @@ import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 from thresher.archives.demo_messages import render_mbox
+from thresher.archives.demo_thread import Served
 
 _TOOLS = (
     "public-inbox-init",
     "public-inbox-mda",
     "public-inbox-learn",
     "public-inbox-httpd",
+    "public-inbox-nntpd",
     "git",
     "perl",
     "bash",
@@ -129,14 +137,16 @@ class PublicInboxes:
                 f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.decode(errors='replace')}"
             )
 
-    def init(self, name: str, *, version: int = 2) -> Inbox:
-        """A new inbox `name` (`public-inbox-init -V2`), for `NAME@example.org`."""
-        inbox = Inbox(self, name, version)
+    def init(self, name: str, *, version: int = 2, newsgroup: str | None = None) -> Inbox:
+        """A new inbox `name` (`public-inbox-init -V2`), for `NAME@example.org`, served
+        over NNTP as `newsgroup` when given."""
+        inbox = Inbox(self, name, version, newsgroup)
         self.run(
             "public-inbox-init",
             f"-V{version}",
             "-L",
             "basic",
+            *(["--ng", newsgroup] if newsgroup else []),
             name,
             str(inbox.dir),
             f"http://127.0.0.1/{name}",
@@ -149,16 +159,21 @@ class PublicInboxes:
 
 
 class Inbox:
-    def __init__(self, owner: PublicInboxes, name: str, version: int) -> None:
+    def __init__(
+        self, owner: PublicInboxes, name: str, version: int, newsgroup: str | None
+    ) -> None:
         self.owner = owner
         self.name = name
         self.version = version
+        self.newsgroup = newsgroup
         self.address = f"{name}@example.org"
         self.dir = owner.root / "inboxes" / name
 
     def deliver(self, raw: bytes) -> None:
         """One message, as the mail server hands it to `public-inbox-mda`."""
-        self.owner.run("public-inbox-mda", stdin=raw, ORIGINAL_RECIPIENT=self.address)
+        self.owner.run(
+            "public-inbox-mda", "--no-precheck", stdin=raw, ORIGINAL_RECIPIENT=self.address
+        )
 
     def import_many(self, messages: Sequence[bytes]) -> None:
         """Many messages through public-inbox's own importer, in one process."""
@@ -225,7 +240,7 @@ class Logged:
 _LOG_LINE = re.compile(r"^(GET|POST|HEAD|PUT|DELETE|OPTIONS) (\S+) (\d{3})$")
 
 
-class PublicInboxHTTPD:
+class PublicInboxHTTPD(Served):
     """`public-inbox-httpd` serving `inboxes` on 127.0.0.1, with its access log."""
 
     def __init__(self, inboxes: PublicInboxes) -> None:
@@ -300,21 +315,95 @@ class PublicInboxHTTPD:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        _stop(proc)
 
-    def __enter__(self) -> PublicInboxHTTPD:
-        return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
+class NewsServer(Served):
+    """`public-inbox-nntpd` serving an inbox's newsgroup on 127.0.0.1, plain and (with a
+    certificate) over TLS; on a free port unless given one."""
+
+    def __init__(
+        self, inbox: Inbox, *, tls: tuple[Path, Path] | None = None, port: int = 0
     ) -> None:
-        self.stop()
+        assert inbox.newsgroup is not None, "the inbox has no newsgroup"
+        self.inbox = inbox
+        self.group = inbox.newsgroup
+        self.tls = tls
+        self.fixed_port = port
+        self.port = 0
+        self.tls_port = 0
+        self.log_path = inbox.owner.root / "nntpd.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def url(self, scheme: str = "nntp") -> str:
+        port = self.tls_port if scheme == "nntps" else self.port
+        return f"{scheme}://127.0.0.1:{port}/{self.group}"
+
+    def start(self) -> NewsServer:
+        for _ in range(1 if self.fixed_port else 5):
+            self.port = self.fixed_port or free_port()
+            listen = ["-l", f"nntp://127.0.0.1:{self.port}"]
+            if self.tls is not None:
+                self.tls_port = free_port()
+                cert, key = self.tls
+                listen += ["-l", f"nntps://127.0.0.1:{self.tls_port}?cert={cert},key={key}"]
+            log = self.log_path
+            self._proc = subprocess.Popen(
+                ["public-inbox-nntpd", "-W0", *listen, f"--stdout={log}", f"--stderr={log}"],
+                env=self.inbox.owner.env,
+                stdin=subprocess.DEVNULL,
+            )
+            if self._ready():
+                return self
+            self.stop()
+        raise RuntimeError("public-inbox-nntpd did not start")
+
+    def _ready(self) -> bool:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert self._proc is not None
+            if self._proc.poll() is not None:
+                return False  # the port was taken meanwhile: another one
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+                    s.recv(100)  # the greeting
+                return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def stop(self) -> None:
+        _stop(self._proc)
+        self._proc = None
+
+    def message_ids(self) -> set[str]:
+        """The Message-IDs the server lists for its group (OVER over every article)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            f = s.makefile("rwb")
+            f.readline()
+            f.write(f"GROUP {self.group}\r\n".encode())
+            f.flush()
+            _, _, first, last, _ = f.readline().split()
+            f.write(f"OVER {int(first)}-{int(last)}\r\nQUIT\r\n".encode())
+            f.flush()
+            assert f.readline().startswith(b"224")
+            found = set()
+            for line in iter(f.readline, b".\r\n"):
+                found.add(line.split(b"\t")[4].decode().strip("<>"))
+            return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _stop(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
