@@ -15,6 +15,8 @@ import threading
 from types import TracebackType
 from typing import Self
 
+__all__ = ["Served", "ThreadedServer"]
+
 
 class Served:
     """A server that `start` starts (returning it) and `stop` stops; in a `with`, for
