@@ -30,9 +30,13 @@ def _open(browser: Any, served: Served, path: str, shots: Path | None = None) ->
 
 
 def _text(browser: Any, css: str) -> str:
-    from selenium.webdriver.common.by import By
-
-    return str(browser.find_element(By.CSS_SELECTOR, css).text)
+    """The element's rendered text, found and read in one script: live.js may swap the
+    element out between a find and a read (a stale element), as it does during a run."""
+    text = browser.execute_script(
+        "const e = document.querySelector(arguments[0]); return e ? e.innerText : null;", css
+    )
+    assert text is not None, f"no element {css!r} on the page"
+    return str(text)
 
 
 def _all(browser: Any, css: str) -> list[Any]:
