@@ -499,7 +499,7 @@ class Thresher(Crawler):
             *crawl.site.seeds,
             "--scope", "host",  # the seeds' hosts: all 20
             "--max-pages", str(10 * pages),
-            "--max-depth", str(min(pages, 10_000)),  # the i -> i+1 chain bounds depth; 10,000 is the cap
+            "--max-depth", str(min(pages, 10_000)),  # the i -> i+1 chain bounds depth
             "--max-per-host", str(10 * pages),
             "--delay", "0",
             "--concurrency", str(crawl.concurrency),
