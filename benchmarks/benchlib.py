@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -28,6 +29,15 @@ from procstats import descendants, hwm_kib, pss_kib, rss_kib
 
 class BenchError(Exception):
     pass
+
+
+def cpu_model() -> str:
+    """The CPU as /proc/cpuinfo names it: every benchmark's figures say where they ran."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
 
 
 def child_env() -> dict[str, str]:

@@ -43,6 +43,7 @@ from benchlib import (
     BenchError,
     Build,
     baseline,
+    cpu_model,
     precompile,
     raise_on_sigterm,
     thresher_cmd,
@@ -420,16 +421,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results:
         print("\nRows measured before that:\n\n" + table(results), file=sys.stderr)
     return status
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ from benchlib import (
     baseline,
     bench_run,
     child_env,
+    cpu_model,
     find_program,
     free_port,
     measure_tree,
@@ -1496,16 +1497,6 @@ def report(
     )
     print(f"\nwritten to {opts.results}", file=sys.stderr)
     return 1 if problems else 0
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def _row_json(r: Row) -> dict[str, Any]:

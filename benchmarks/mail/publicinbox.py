@@ -29,7 +29,6 @@ go to benchmarks/mail/results-publicinbox.json.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import json
 import multiprocessing
@@ -48,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 # The public-inbox installation the tests make: the same tools, the same server.
 sys.path.insert(0, str(HERE.parent.parent / "tests"))
-from benchlib import BenchError, bench_run, child_env, thresher_version  # noqa: E402
+from benchlib import BenchError, bench_run, child_env, cpu_model, thresher_version  # noqa: E402
 
 from mail.run import Usage, run_measured, tail  # noqa: E402
 from public_inbox import (  # noqa: E402
@@ -194,14 +193,6 @@ def run_git(server: PublicInboxHTTPD, epochs: list[int], work: Path, timeout: fl
         harvests.append(Harvest(usage, count, requests, packs, statuses))
     version = subprocess.run(["git", "--version"], capture_output=True, text=True).stdout
     return Row("git clone + cat-file", version.strip(), harvests[0], harvests[1])
-
-
-def cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def table(rows: Sequence[Row], total: int) -> str:

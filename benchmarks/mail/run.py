@@ -56,6 +56,7 @@ from benchlib import (
     BenchError,
     bench_run,
     child_env,
+    cpu_model,
     find_program,
     free_port,
     measure_tree,
@@ -916,7 +917,7 @@ def nntp_main(first_month: str, count: int, per_month: int, keep: bool) -> int:
         except BenchError as exc:
             rows, skipped = [], {"nntp": str(exc)}
         load_after = os.getloadavg()
-        cpu = _cpu_model()
+        cpu = cpu_model()
         now = datetime.datetime.now().astimezone()
         print(
             f"\nNNTP benchmark, {now:%Y-%m-%d %H:%M %Z}: {len(messages)} messages in"
@@ -952,14 +953,6 @@ def nntp_main(first_month: str, count: int, per_month: int, keep: bool) -> int:
             + "\n"
         )
     return run.status
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown CPU"
 
 
 if __name__ == "__main__":

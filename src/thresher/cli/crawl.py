@@ -9,7 +9,6 @@ every known URL with a conditional GET and fetches what is new.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import json
 import logging
@@ -21,7 +20,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from ..crawl import CrawlSummary
 from ..crawl.ledger import COUNTERS
@@ -38,13 +36,12 @@ from ..store.aio import AsyncStore
 from . import limits
 from .app import App, setup_logging
 from .commands import examples, summary
-from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
+from .progress import Polled, live_progress
+from .run import EXIT_SOURCE_FAILED, JobCounts, ProgressFactory, run_plan
 
 __all__ = ["crawl_command", "crawl_name"]
 
 log = logging.getLogger("thresher.crawl")
-
-PLAIN_PROGRESS_SECONDS = 10.0
 
 
 def crawl_name(seeds: tuple[str, ...], scope: str) -> str:
@@ -72,50 +69,23 @@ def _line(row: Row | None, started: float, before: int) -> str:
     )
 
 
-def _crawl_progress(source: str) -> Any:
+def _crawl_progress(source: str) -> ProgressFactory:
     @contextmanager
     def progress(
         console: Console | None, counts: JobCounts, store: AsyncStore, plan: ExecutionPlan
     ) -> Iterator[None]:
         started = time.time()
+        before: int | None = None
 
-        async def latest() -> Row | None:
-            return await store.run(lambda tx: tx.one("latest_crawl_run", source=source), False)
+        async def poll() -> Polled:
+            nonlocal before
+            row = await store.run(lambda tx: tx.one("latest_crawl_run", source=source), False)
+            if before is None:
+                before = int(row["pages"]) if row is not None else 0
+            return _line(row, started, before), None, None
 
-        async def poll(show: Any, every: float) -> None:
-            before: int | None = None
-            while True:
-                with contextlib.suppress(Exception):  # a busy store only delays the display
-                    row = await latest()
-                    if before is None:
-                        before = int(row["pages"]) if row is not None else 0
-                    show(_line(row, started, before))
-                await asyncio.sleep(every)
-
-        if console is not None:
-            with Progress(
-                SpinnerColumn(),
-                TextColumn("{task.description}"),
-                TimeElapsedColumn(),
-                console=console,
-                transient=True,
-            ) as bar:
-                task = bar.add_task("starting", total=None)
-                refresher = asyncio.get_event_loop().create_task(
-                    poll(lambda text: bar.update(task, description=text), 0.5)
-                )
-                try:
-                    yield
-                finally:
-                    refresher.cancel()
-            return
-        logger = asyncio.get_event_loop().create_task(
-            poll(lambda text: log.info("progress: %s", text), PLAIN_PROGRESS_SECONDS)
-        )
-        try:
+        with live_progress(console, poll, bar=False):
             yield
-        finally:
-            logger.cancel()
 
     return progress
 

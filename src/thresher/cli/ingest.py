@@ -12,7 +12,6 @@ part-way (1, after loading and reporting what came before the damage) fails.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import sys
@@ -27,7 +26,6 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     DownloadColumn,
-    MofNCompleteColumn,
     Progress,
     TextColumn,
     TimeElapsedColumn,
@@ -52,6 +50,7 @@ from . import limits
 from .app import App, setup_logging
 from .commands import examples, summary
 from .ingest_report import register
+from .progress import PLAIN_PROGRESS_SECONDS, Polled, live_progress
 from .run import EXIT_SOURCE_FAILED, JobCounts, run_plan
 
 __all__ = ["INGEST_SOURCE", "SHOWN_REJECTS", "ingest_group"]
@@ -62,8 +61,6 @@ log = logging.getLogger("thresher.ingest")
 INGEST_SOURCE = "ingest"
 # Rejected lines listed by the text report; --json lists up to MAX_REJECTS.
 SHOWN_REJECTS = 20
-# Without a terminal, a progress line goes to the log this many seconds apart.
-PLAIN_PROGRESS_SECONDS = 10.0
 
 Progressed = Callable[[int, LoadReport], None]
 
@@ -199,46 +196,12 @@ def _run_progress(
         total = int(json.loads(row["root"]).get("urls", 0))
         return max(0, total - int(row["queued"])), total
 
-    if console is not None:
-        with Progress(
-            TextColumn("ingest"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("URLs"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as bar:
-            task = bar.add_task("ingest", total=None)
+    async def poll() -> Polled | None:
+        got = await done_total()
+        return None if got is None else ("URLs done", *got)
 
-            async def refresh() -> None:
-                while True:
-                    with contextlib.suppress(Exception):  # a busy store only delays the bar
-                        got = await done_total()
-                        if got is not None:
-                            bar.update(task, completed=got[0], total=got[1])
-                    await asyncio.sleep(0.5)
-
-            refresher = asyncio.get_running_loop().create_task(refresh())
-            try:
-                yield
-            finally:
-                refresher.cancel()
-        return
-
-    async def plain() -> None:
-        while True:
-            await asyncio.sleep(PLAIN_PROGRESS_SECONDS)
-            with contextlib.suppress(Exception):
-                got = await done_total()
-                if got is not None:
-                    log.info("progress: %d of %d URLs", *got)
-
-    logger = asyncio.get_running_loop().create_task(plain())
-    try:
+    with live_progress(console, poll):
         yield
-    finally:
-        logger.cancel()
 
 
 @ingest_group.command(

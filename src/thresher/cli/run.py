@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import signal
@@ -16,14 +15,6 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from ..clock import SystemClock
 from ..config import Config
@@ -37,6 +28,7 @@ from ..store.aio import AsyncStore
 from . import limits
 from .app import App, setup_logging
 from .commands import examples, summary
+from .progress import Polled, live_progress
 
 __all__ = [
     "EXIT_SOURCE_FAILED",
@@ -57,8 +49,6 @@ EXIT_SOURCE_FAILED = 4
 # archive counts messages the store does not hold (a server that lists more than it
 # serves). Cron and scripts see it; the next run tries again for what is missing.
 EXIT_SOURCE_INCOMPLETE = 5
-# Plain-mode progress lines, for logs, are this many seconds apart.
-PLAIN_PROGRESS_SECONDS = 10.0
 
 
 class JobCounts:
@@ -90,46 +80,14 @@ async def _run_progress(store: AsyncStore, plan: ExecutionPlan) -> tuple[int, in
 def _progress(
     console: Console | None, counts: JobCounts, store: AsyncStore, plan: ExecutionPlan
 ) -> Iterator[None]:
-    """A progress bar on a terminal (its total grows as jobs spawn children); a plain
-    log line every few seconds otherwise."""
-    if console is not None:
-        with Progress(
-            SpinnerColumn(),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as progress:
-            task = progress.add_task(counts.line(), total=None)
+    """The jobs of the runs done so far (the total grows as jobs spawn children)."""
 
-            async def refresh() -> None:
-                while True:
-                    with contextlib.suppress(Exception):  # a busy store only delays the bar
-                        done_total = await _run_progress(store, plan)
-                        if done_total is not None:
-                            progress.update(task, completed=done_total[0], total=done_total[1])
-                    progress.update(task, description=counts.line())
-                    await asyncio.sleep(0.5)
+    async def poll() -> Polled:
+        done_total = await _run_progress(store, plan)
+        return (counts.line(), *(done_total or (None, None)))
 
-            refresher = asyncio.get_event_loop().create_task(refresh())
-            try:
-                yield
-            finally:
-                refresher.cancel()
-        return
-
-    async def plain() -> None:
-        while True:
-            await asyncio.sleep(PLAIN_PROGRESS_SECONDS)
-            log.info("progress: %s", counts.line())
-
-    logger = asyncio.get_event_loop().create_task(plain())
-    try:
+    with live_progress(console, poll):
         yield
-    finally:
-        logger.cancel()
 
 
 ProgressFactory = Callable[

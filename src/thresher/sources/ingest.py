@@ -21,13 +21,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from ..errors import Deferred, SourceError
+from ..errors import SourceError
 from ..fetch import FetchSettings
 from ..fetch.leases import StickyLeases
 from ..fetch.polite import PoliteFetcher
@@ -39,6 +38,7 @@ from ..ingest.ledger import Filler, Selection
 from ..ingest.requests import INGEST_TYPES
 from ..ingest.walk import MAX_HOPS, STATUSES
 from ..jobs import JobContext, JobSpec, Outcome, register
+from ..jobs.spread import take_share
 from ..jobs.worker import HANDLER_MAX_BODY, is_dead_here
 from ..store import Tx
 from .types import Option, SourceType, register_type
@@ -49,8 +49,6 @@ log = logging.getLogger("thresher.ingest")
 
 INGEST_URL = "ingest:"
 """The URL of an ingest source: its work is in the store, not behind a URL."""
-SPREAD_SECONDS = 10.0
-"""Seconds after a sharded run starts during which workers spread its shards evenly."""
 
 
 def parse_statuses(text: str) -> list[str]:
@@ -171,7 +169,7 @@ async def _shard(ctx: JobContext) -> Outcome:
     p = ctx.job.payload
     shard, shards, opts = int(p["shard"]), int(p["shards"]), dict(p["options"])
     if shards > 1:
-        await _take_share(ctx, shards)
+        await take_share(ctx, shards, "ingest shard")
     config = ctx.config
     extra = _read_blocklist(str(opts["blocklist"])) if opts.get("blocklist") else ()
     settings = IngestSettings(
@@ -235,26 +233,6 @@ async def _shard(ctx: JobContext) -> Outcome:
             if leases is not None:
                 await asyncio.shield(leases.release(ctx.clock.now(), every=True))
     return Outcome(result=summary.as_dict())
-
-
-async def _take_share(ctx: JobContext, shards: int) -> None:
-    """Spread a new run's shards over the workers alive: a worker holding its share of
-    them already hands this one back for a moment, for another worker to take. After
-    `SPREAD_SECONDS` any worker takes it, so busy peers cannot keep it waiting."""
-    now = ctx.clock.now()
-    row = await ctx.store.run(
-        lambda tx: tx.one(
-            "crawl_shard_spread",
-            job=ctx.job.id,
-            owner=ctx.owner,
-            alive=now - ctx.config.lease_seconds,
-        ),
-        False,
-    )
-    if row is None or now - float(row["created"]) >= SPREAD_SECONDS:
-        return
-    if int(row["held"]) >= math.ceil(shards / max(1, int(row["workers"]))):
-        raise Deferred("ingest shard: this worker holds its share", now + 0.5, now)
 
 
 @register("ingest.commit")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,10 @@ from ..config import Config
 from ..crawl import CrawlSettings, CrawlSummary
 from ..crawl.ledger import Shard
 from ..crawl.process import ChildCrawl, crawl_in_child
-from ..errors import Deferred, PermanentError, SourceError
+from ..errors import PermanentError, SourceError
 from ..frontier import InvalidScope
 from ..jobs import JobContext, JobSpec, Outcome, register
+from ..jobs.spread import take_share
 from ..store import Row, Tx
 from ..weburl import resolve
 from .directory import get_source
@@ -34,9 +34,6 @@ __all__ = ["WEB", "warc_dir"]
 log = logging.getLogger("thresher.crawl")
 
 _DEFAULTS = CrawlSettings(seeds=("http://example.invalid/",))
-
-# Seconds after a sharded run starts during which workers spread its shards evenly.
-SPREAD_SECONDS = 10.0
 
 
 def _check_seed(url: str) -> str:
@@ -191,30 +188,9 @@ async def _check_refused(ctx: JobContext, summary: CrawlSummary) -> None:
 async def _shard(ctx: JobContext) -> Outcome:
     """One shard, in a child process of its own: shards are there to use more cores."""
     shard = Shard(int(ctx.job.payload["shard"]), int(ctx.job.payload["shards"]))
-    await _take_share(ctx, shard)
+    await take_share(ctx, shard.count, f"shard {shard.index}")
     summary = await crawl_in_child(_spec(ctx, await _settings(ctx), shard), ctx.stopping)
     return Outcome(result=summary.as_dict())
-
-
-async def _take_share(ctx: JobContext, shard: Shard) -> None:
-    """Spread a new crawl's shards over the workers alive: a worker holding its share of
-    them already hands this one back for a moment, for another worker to take. After
-    `SPREAD_SECONDS` any worker takes it, so busy peers cannot keep it waiting."""
-    now = ctx.clock.now()
-    row = await ctx.store.run(
-        lambda tx: tx.one(
-            "crawl_shard_spread",
-            job=ctx.job.id,
-            owner=ctx.owner,
-            alive=now - ctx.config.lease_seconds,
-        ),
-        False,
-    )
-    if row is None or now - float(row["created"]) >= SPREAD_SECONDS:
-        return
-    share = math.ceil(shard.count / max(1, int(row["workers"])))
-    if int(row["held"]) >= share:
-        raise Deferred(f"shard {shard.index}: this worker holds its share", now + 0.5, now)
 
 
 @register("web.summary")

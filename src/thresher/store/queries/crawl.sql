@@ -202,16 +202,6 @@ SELECT
     (SELECT count(*) FROM jobs AS j JOIN jobs AS me ON j.parent_id = me.parent_id
      WHERE me.id = :job AND j.kind = me.kind AND j.state = 'pending') AS waiting
 
--- name: crawl_shard_spread
--- How many of its sibling shards a worker holds, how many workers are alive, and how
--- old the shard job is: a worker does not take more than its share of a new crawl.
-SELECT
-    (SELECT count(*) FROM jobs AS j JOIN jobs AS me ON j.parent_id = me.parent_id
-     WHERE me.id = :job AND j.id <> me.id AND j.kind = me.kind AND j.state = 'leased'
-       AND j.lease_owner = :owner) AS held,
-    (SELECT count(*) FROM workers WHERE stopped IS NULL AND heartbeat >= :alive) AS workers,
-    (SELECT created FROM jobs WHERE id = :job) AS created
-
 -- name: lock_crawl_run
 -- Taken first by every shard transaction: owners of hosts are given out one at a time.
 UPDATE crawl_runs SET updated = :now WHERE run_id = :run

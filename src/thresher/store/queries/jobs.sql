@@ -238,3 +238,13 @@ ORDER BY r.id
 -- One statement: a job and the jobs that name it (parent_id, waits_for) go together, and
 -- both databases check those references at the statement's end.
 DELETE FROM jobs WHERE source_run_id = :run
+
+-- name: shard_spread
+-- How many of its sibling shards a worker holds, how many workers are alive, and how
+-- old the shard job is: a worker does not take more than its share of a new run.
+SELECT
+    (SELECT count(*) FROM jobs AS j JOIN jobs AS me ON j.parent_id = me.parent_id
+     WHERE me.id = :job AND j.id <> me.id AND j.kind = me.kind AND j.state = 'leased'
+       AND j.lease_owner = :owner) AS held,
+    (SELECT count(*) FROM workers WHERE stopped IS NULL AND heartbeat >= :alive) AS workers,
+    (SELECT created FROM jobs WHERE id = :job) AS created
