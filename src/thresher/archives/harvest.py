@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..errors import PermanentError, TransientError
-from .mbox import RawMessage, is_envelope, maybe_gunzip, split_mbox
+from .mbox import RawMessage, is_envelope, split_mbox
 from .units import Known, Unit
 
 __all__ = ["OVERLAP", "Absorbed", "Decision", "Known", "absorb", "decide", "request_headers"]
@@ -129,10 +129,12 @@ def absorb(
     range_start: int | None,
     *,
     mboxrd: bool,
-    max_size: int,
+    truncated: bool = False,
 ) -> Absorbed:
-    """Read one answer (see the module docstring). Raises TransientError for answers
-    worth retrying (5xx, 429, a truncated gzip) and PermanentError for the rest."""
+    """Read one answer (see the module docstring); a 200's `body` is gunzipped already
+    (`maybe_gunzip`, off the event loop), `truncated` if the gzip stream was cut short.
+    Raises TransientError for answers worth retrying (5xx, 429, a truncated gzip) and
+    PermanentError for the rest."""
     out = Absorbed(etag=headers.get("etag"), last_modified=headers.get("last-modified"))
     if status == 304 and known is not None and known.harvested:
         out.not_modified = True
@@ -150,10 +152,9 @@ def absorb(
         return _absorb_tail(known, headers, body, range_start, out, mboxrd)
     if status != 200:
         raise PermanentError(f"HTTP {status}")
-    data, truncated = maybe_gunzip(body, max_size)
     if truncated:
-        raise TransientError(f"truncated gzip: {len(body)} bytes received")
-    return _absorb_whole(known, data, out, mboxrd)
+        raise TransientError(f"truncated gzip: {len(body)} bytes decoded")
+    return _absorb_whole(known, body, out, mboxrd)
 
 
 def _absorb_tail(

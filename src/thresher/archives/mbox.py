@@ -31,16 +31,20 @@ un-escapes, and why, is in docs/mail.md ("``>From`` lines").
 because servers mislabel ``.txt.gz`` months both ways; it caps the decompressed size so
 a gzip bomb cannot exhaust memory, and returns what it could decode from a truncated
 download together with a flag, so the caller can keep the complete messages and refetch.
+It is the fetch client's streaming decoder (`thresher.fetch.decoding`), run the same way:
+a short first step on the event loop, the rest in a thread that stops when the task is
+cancelled (a signal), so a month job never freezes the loop.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from thresher.errors import PermanentError
-from thresher.fetch.decoding import gunzip
+from thresher.fetch.decoding import DecodedTooLarge, Decoding, Undecodable, decode_off_loop
 
 __all__ = [
     "ArchiveTooLarge",
@@ -131,7 +135,7 @@ def split_mbox(data: bytes, *, unescape: bool = True) -> list[RawMessage]:
     return list(iter_mbox(data, unescape=unescape))
 
 
-def maybe_gunzip(data: bytes, max_size: int) -> tuple[bytes, bool]:
+async def maybe_gunzip(data: bytes, max_size: int) -> tuple[bytes, bool]:
     """Decompress `data` if it starts with the gzip magic bytes, else return it as is.
 
     Returns ``(data, truncated)``: `truncated` is True when the gzip stream ends early or
@@ -139,8 +143,18 @@ def maybe_gunzip(data: bytes, max_size: int) -> tuple[bytes, bool]:
     Concatenated gzip members are all decoded; bytes after the last member that are not
     gzip are ignored. Raises `ArchiveTooLarge` (a `ValueError`) once the output would
     exceed `max_size` bytes; uncompressed input is not subject to the cap, since it is
-    already in memory.
+    already in memory. Decodes off the event loop (see the module docstring); no
+    deadline, as the cap bounds the time too (the work is linear in input and output).
     """
     if not data.startswith(_GZIP_MAGIC):
         return data, False
-    return gunzip(data, max_size, ArchiveTooLarge)
+    decoding = Decoding(data, ["gzip"], max_size)
+    try:
+        await decode_off_loop(decoding, math.inf)
+    except DecodedTooLarge:
+        raise ArchiveTooLarge(
+            f"archive decompresses to more than {max_size} bytes; refused"
+        ) from None
+    except Undecodable:
+        return decoding.content(), True
+    return decoding.content(), False
