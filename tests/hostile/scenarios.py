@@ -243,6 +243,14 @@ def crawl_error_reasons(h: Hostile, tmp: Path, src: str | None) -> Result:
     return Result(probe, {"text": text.stdout})
 
 
+def crawl_million_links(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """One page of 1,000,000 links (24 MB), crawled with --max-pages 3."""
+    links = b"".join(b'<a href="/p%d">x</a>\n' % i for i in range(1_000_000))
+    h.routes["/"] = _body(b"<html><body>" + links + b"</body></html>")
+    probe = _crawl(h, tmp, src, h.url("/"), "--max-pages", "3", timeout=240)
+    return Result(probe)
+
+
 def search_huge_limit(h: Hostile, tmp: Path, src: str | None) -> Result:
     probe = run_thresher(tmp / "home", "search", "word", "--limit", str(2**63), src=src)
     return Result(probe)
@@ -313,6 +321,7 @@ SCENARIOS: dict[str, Callable[[Hostile, Path, str | None], Result]] = {
     "fetch: 405-byte brotli body of 256 MiB, default caps": fetch_brotli_bomb,
     "crawl: 400 redirects, --max-depth 0": crawl_redirect_chain,
     "crawl: errors (404, 500, 400 redirects)": crawl_error_reasons,
+    "crawl: one page of 1,000,000 links, --max-pages 3": crawl_million_links,
     "search --limit 2**63": search_huge_limit,
     "run --workers 1000000, SIGTERM 5 s in": run_a_million_workers,
 }
