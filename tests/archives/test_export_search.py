@@ -317,7 +317,7 @@ def test_jsonl_fields(store: Store, db: RawDB) -> None:
         == {
             "source", "month", "key", "message_id", "date", "date_raw", "date_flag",
             "from_name", "from_addr", "subject", "in_reply_to", "references", "conflict",
-            "sha256", "parse_error", "raw", "raw_base64",
+            "sha256", "parse_error", "truncated", "raw", "raw_base64",
         }
         for o in objs
     )  # fmt: skip
@@ -330,7 +330,7 @@ def test_jsonl_fields(store: Store, db: RawDB) -> None:
     assert first["from_name"] == "Alice" and first["from_addr"] == "alice@example.org"
     assert first["subject"] == "Release plan" and first["in_reply_to"] == "r2@x"
     assert first["references"] == ["r1@x", "r2@x"] and first["conflict"] is False
-    assert first["parse_error"] is None
+    assert first["parse_error"] is None and first["truncated"] is None
     assert first["sha256"] == hashlib.sha256(ESCAPES).hexdigest()
     assert first["raw"] == ESCAPES.decode()
     assert crlf["date"] is None and crlf["date_flag"] == "missing" and crlf["conflict"] is True
@@ -560,7 +560,7 @@ def test_cli_export_errors_leave_no_file(
     # A failure half-way leaves neither the file nor a temporary one.
     out.write_bytes(b"old")
 
-    def explode(rows: Any, stream: Any) -> int:
+    def explode(rows: Any, stream: Any, home: Any) -> int:
         stream.write(b"partial")
         raise OSError(28, "No space left on device")
 

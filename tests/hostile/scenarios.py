@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import importlib
 import json
 import sqlite3
@@ -345,3 +346,35 @@ def export_big_message(h: Hostile, tmp: Path, src: str | None) -> Result:
 
 
 SCENARIOS["export --format jsonl of a 48 MiB message"] = export_big_message
+
+
+def mail_big_message(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """A month file holding a 200 MiB message between two small ones, harvested by an
+    mbox source (max_bytes 256 MiB; max_message_bytes its default, 32 MiB)."""
+    line = ("word " * 15 + "é\n").encode()
+    body = line * (200 * MiB // len(line))
+    head = b"From a@b.c Mon Jan  1 00:00:00 2024\nSubject: big\nMessage-ID: <big@b.c>\n\n"
+    small = b"From a@b.c Mon Jan  1 00:00:00 2024\nSubject: %s\nMessage-ID: <%s@b.c>\n\nhi\n"
+    month = small % (b"one", b"one") + b"\n" + head + body + b"\n" + small % (b"two", b"two")
+    h.routes["/list.mbox"] = _body(month, None, "application/mbox")
+    probe = _mail(h, tmp, src, "/list.mbox", 256 * MiB)
+    whole = head[head.index(b"\n") + 1 :] + body
+    facts: dict[str, Any] = {"message_mib": len(whole) // MiB}
+    with contextlib.closing(sqlite3.connect(tmp / "home" / "thresher.db")) as db:
+        columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
+        flag = "truncated" if "truncated" in columns else "NULL"
+        facts["rows"] = [
+            (r[0], r[1] // MiB, r[2])
+            for r in db.execute(f"SELECT key, length(raw), {flag} FROM messages ORDER BY id")
+        ]
+    digest = hashlib.sha256(whole).hexdigest()
+    kept = tmp / "home" / "messages" / digest[:2] / digest
+    facts["whole_file"] = kept.exists() and kept.stat().st_size == len(whole)
+    out = tmp / "list.mbox"
+    export = run_thresher(tmp / "home", "export", "list", "-o", str(out), src=src)
+    facts["export"] = f"{export.rss_mib:.0f} MiB, {export.seconds:.1f} s"
+    facts["export_has_whole"] = out.exists() and out.stat().st_size > len(whole)
+    return Result(probe, facts)
+
+
+SCENARIOS["mail: a 200 MiB message in a month file"] = mail_big_message

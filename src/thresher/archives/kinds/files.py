@@ -34,6 +34,7 @@ class FileKind(ArchiveKind):
             return absorb(
                 known, got.status, got.headers, body, start,
                 mboxrd=unit.mboxrd, truncated=truncated,
+                max_message=port.max_message_bytes,
             )  # fmt: skip
 
         wire = got.wire

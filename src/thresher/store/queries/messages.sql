@@ -12,7 +12,8 @@ ORDER BY month, position IS NULL, position, id
 -- name: export_messages_by_id
 -- :ids is a JSON array of message ids.
 SELECT id, source, month, key, sha256, message_id, date, date_raw, date_flag, from_name,
-       from_addr, subject, in_reply_to, refs, raw, position, conflict, first_seen, parse_error
+       from_addr, subject, in_reply_to, refs, raw, position, conflict, first_seen, parse_error,
+       truncated
 FROM messages
 WHERE id IN (SELECT value FROM json_each(:ids))
 
