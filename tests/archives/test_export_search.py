@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from thresher.archives import export as export_module
 from thresher.archives.export import envelope, export_messages, iter_messages, write_mboxrd
 from thresher.archives.mbox import is_envelope, split_mbox
 from thresher.archives.normal import normal_digest
@@ -247,6 +248,27 @@ def test_export_streams_in_batches(
         box.close()
     # Month first, then position: 2024-01 holds 0 (pos 0), 6 (10), 4 (30), 2 (50).
     assert got == [raws[i] for i in (0, 6, 4, 2, 5, 3, 1)]
+
+
+def test_export_batches_are_bounded_by_bytes_too(
+    store: Store, db: RawDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Messages up to max_message_bytes each: 200 of them a query could be gigabytes.
+    monkeypatch.setattr("thresher.archives.export.BATCH_BYTES", 110)
+    raws = [f"Subject: {i}\n\n{'x' * 40}\n".encode() for i in range(7)]
+    for i, raw in enumerate(raws):
+        insert_message(db, raw, position=i, month="2024-01")
+    queries: list[int] = []
+    real = export_module._fetch
+
+    def counted(tx: Any, ids: list[int]) -> Any:
+        queries.append(len(ids))
+        return real(tx, ids)
+
+    monkeypatch.setattr("thresher.archives.export._fetch", counted)
+    with store.transaction(write=False) as tx:
+        assert [bytes(r["raw"]) for r in iter_messages(tx, "dev")] == raws
+    assert queries == [2, 2, 2, 1]  # 53 bytes each: two fit in 110
 
 
 @given(

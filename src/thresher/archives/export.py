@@ -52,6 +52,7 @@ from .rows import whole_message_path
 
 __all__ = [
     "BATCH",
+    "BATCH_BYTES",
     "FILE_PIECE",
     "FORMATS",
     "UNDATED",
@@ -68,8 +69,10 @@ __all__ = [
 Format = Literal["mbox", "jsonl"]
 FORMATS: tuple[Format, ...] = ("mbox", "jsonl")
 
-# Messages fetched per query while exporting.
+# Messages fetched per query while exporting, and the most bytes of raw messages (each
+# up to the max_message_bytes setting) one query brings, unless one message is more.
 BATCH = 200
+BATCH_BYTES = 64 * 2**20
 
 # The month of a plain mbox's messages without a usable date (see sources/archives.py).
 UNDATED = "undated"
@@ -236,13 +239,19 @@ def _json_chars(text: str) -> bytes:
 
 def iter_messages(tx: Tx, source: str, month: str | None = None) -> Iterator[Row]:
     """The stored messages of `source` (of one month if given) ordered by month, byte
-    position in the month file (messages without one last), id; `BATCH` in memory."""
+    position in the month file (messages without one last), id; `BATCH` in memory, or
+    fewer if they are more than `BATCH_BYTES`."""
     batch: list[int] = []
+    size = 0
     for row in tx.stream("export_message_ids", source=source, month=month):
+        if batch and size + int(row["size"] or 0) > BATCH_BYTES:
+            yield from _fetch(tx, batch)
+            batch, size = [], 0
         batch.append(int(row["id"]))
+        size += int(row["size"] or 0)
         if len(batch) == BATCH:
             yield from _fetch(tx, batch)
-            batch = []
+            batch, size = [], 0
     if batch:
         yield from _fetch(tx, batch)
 

@@ -5,7 +5,7 @@
 -- The export reads the ids in order first, then the messages a batch at a time, so a
 -- list of any size is never held in memory. Messages without a byte position (archives
 -- that are not mbox files) come after the others of their month.
-SELECT id FROM messages
+SELECT id, length(raw) AS size FROM messages
 WHERE source = :source AND month = coalesce(:month, month)
 ORDER BY month, position IS NULL, position, id
 
