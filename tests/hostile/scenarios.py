@@ -378,3 +378,22 @@ def mail_big_message(h: Hostile, tmp: Path, src: str | None) -> Result:
 
 
 SCENARIOS["mail: a 200 MiB message in a month file"] = mail_big_message
+
+
+def urls_list_bomb(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """A `urls` source whose URL list is 10 MB gzip-encoded (10 GiB of newlines),
+    max_bytes 64 MiB."""
+    h.routes["/list.txt"] = _body(gzip_bomb(10 * 1024 * MiB, b"\n"), "gzip", "text/plain")
+    home = tmp / "home"
+    add = run_thresher(
+        home,
+        *("source", "add", "list", h.url("/list.txt"), "-t", "urls"),
+        *("-o", "allow_private=true", "-o", "delay=0", "-o", f"max_bytes={64 * MiB}"),
+        src=src,
+    )
+    assert add.returncode == 0, add.stderr
+    probe = run_thresher(home, "run", "list", "--json", "--no-progress", src=src, timeout=240)
+    return Result(probe)
+
+
+SCENARIOS["urls: 10 MB gzip-encoded URL list, max_bytes 64 MiB"] = urls_list_bomb
