@@ -53,6 +53,7 @@ def test_config_is_frozen() -> None:
         ("defer_max = -1\n", "defer_max = -1 must be from 0"),
         ("grace_seconds = inf\n", "grace_seconds = inf must be a finite number"),
         ("grace_seconds = 1e9\n", "grace_seconds = 1000000000.0 must be from 0 to 86400"),
+        ("max_links_per_page = 0\n", "max_links_per_page = 0 must be from 1 to 10000000"),
         ("db = 'mysql://a:S3cr3t@h/d'\n", "not 'mysql://a:\\*\\*\\*@h/d'"),
         ("db = 'host=h password=S3cr3t'\n", "not 'host=h password=\\*\\*\\*'"),
         ("colour = 'red'\n", "unknown setting 'colour'"),

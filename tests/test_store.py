@@ -350,6 +350,7 @@ def test_upgrade_to_message_identity_merges_rewrapped_copies(store_url: str) -> 
                 source="dev", month="2024-01", message_id=None, date=None, date_raw=None,
                 date_flag=None, from_name=None, from_addr=None, subject="s", in_reply_to=None,
                 refs=None, body="fresh words", position=None, now=9, parse_error=None,
+                truncated=None,
             )  # fmt: skip
             again = c2 + b"\n"
             tx.execute_many(

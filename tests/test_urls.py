@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import hashlib
 import json
 import os
@@ -740,6 +741,41 @@ def test_a_missing_list_file_fails_the_run(store_url: str, tmp_path: Path) -> No
         )
         assert h.docs == {}
         assert content_files(tmp_path) == {}
+
+    asyncio.run(body())
+
+
+def test_a_list_over_max_bytes_once_decoded_fails_the_run(store_url: str, tmp_path: Path) -> None:
+    # 60 KB on the wire, 64 MiB once gunzipped: the source's max_bytes (1 MiB) stops the
+    # fetch's decoder, as it stops a page's (before, the list decoded to 2 GiB).
+    config = make_config(store_url, tmp_path)
+    bomb = gzip.compress(b"\n" * 64 * 2**20, mtime=0)
+
+    async def body() -> None:
+        async with serve(Site()) as site:
+            site.pages["/list.txt"] = Page(bomb, headers={"Content-Encoding": "gzip"})
+            url = site.url("/list.txt")
+            await add(config, url, {"max_bytes": str(2**20)})
+            h = await harvest(config)
+            assert h.report.outcome == "failed"
+            assert f"URL list {url}: " in str(h.report.error)
+            assert "exceeds max_body=1048576" in str(h.report.error)
+            assert h.docs == {}
+
+    asyncio.run(body())
+
+
+def test_a_list_file_over_max_bytes_fails_the_run(store_url: str, tmp_path: Path) -> None:
+    config = make_config(store_url, tmp_path)
+    where = tmp_path / "list.txt"
+    where.write_bytes(b"https://example.org/a\n" * 100)
+
+    async def body() -> None:
+        await add(config, str(where), {"max_bytes": "1000"})
+        h = await harvest(config)
+        assert h.report.outcome == "failed"
+        assert str(h.report.error).endswith(f"URL list {where}: larger than max_bytes=1000")
+        assert h.docs == {}
 
     asyncio.run(body())
 

@@ -83,6 +83,17 @@ class Config:
     delay: float = _opt(
         1.0, "Seconds between two requests to one host (robots.txt Crawl-delay if larger)."
     )
+    max_links_per_page: int = _opt(
+        10_000,
+        "Links (and requisites) read from one crawled page; the rest are dropped, counted in"
+        " the crawl's summary (links_dropped), and a big page's markup past them is not parsed.",
+    )
+    max_message_bytes: int = _opt(
+        32 * 2**20,
+        "Bytes of one mail message stored in the index (its row, searched and shown); a"
+        " longer message is stored whole in a file under HOME/messages/ and its row flagged"
+        " truncated.",
+    )
     keep_jobs_days: float = _opt(
         7.0,
         "Days the jobs of a finished run are kept, then deleted (the run keeps their"
@@ -124,6 +135,10 @@ _RANGES: dict[str, tuple[float, float, bool]] = {
     "read_timeout": (0, MAX_SECONDS, False),
     "delay": (0, MAX_SECONDS, True),
     "keep_jobs_days": (-math.inf, 100_000, True),
+    "max_links_per_page": (1, 10_000_000, True),
+    # Neither store takes a value of 1 GB or more (SQLite's default SQLITE_MAX_LENGTH,
+    # PostgreSQL's bytea).
+    "max_message_bytes": (64 * 2**10, 512 * 2**20, True),
 }
 
 

@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from thresher.archives import export as export_module
 from thresher.archives.export import envelope, export_messages, iter_messages, write_mboxrd
 from thresher.archives.mbox import is_envelope, split_mbox
 from thresher.archives.normal import normal_digest
@@ -249,6 +250,27 @@ def test_export_streams_in_batches(
     assert got == [raws[i] for i in (0, 6, 4, 2, 5, 3, 1)]
 
 
+def test_export_batches_are_bounded_by_bytes_too(
+    store: Store, db: RawDB, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Messages up to max_message_bytes each: 200 of them a query could be gigabytes.
+    monkeypatch.setattr("thresher.archives.export.BATCH_BYTES", 110)
+    raws = [f"Subject: {i}\n\n{'x' * 40}\n".encode() for i in range(7)]
+    for i, raw in enumerate(raws):
+        insert_message(db, raw, position=i, month="2024-01")
+    queries: list[int] = []
+    real = export_module._fetch
+
+    def counted(tx: Any, ids: list[int]) -> Any:
+        queries.append(len(ids))
+        return real(tx, ids)
+
+    monkeypatch.setattr("thresher.archives.export._fetch", counted)
+    with store.transaction(write=False) as tx:
+        assert [bytes(r["raw"]) for r in iter_messages(tx, "dev")] == raws
+    assert queries == [2, 2, 2, 1]  # 53 bytes each: two fit in 110
+
+
 @given(
     st.lists(
         st.tuples(
@@ -317,7 +339,7 @@ def test_jsonl_fields(store: Store, db: RawDB) -> None:
         == {
             "source", "month", "key", "message_id", "date", "date_raw", "date_flag",
             "from_name", "from_addr", "subject", "in_reply_to", "references", "conflict",
-            "sha256", "parse_error", "raw", "raw_base64",
+            "sha256", "parse_error", "truncated", "raw", "raw_base64",
         }
         for o in objs
     )  # fmt: skip
@@ -330,7 +352,7 @@ def test_jsonl_fields(store: Store, db: RawDB) -> None:
     assert first["from_name"] == "Alice" and first["from_addr"] == "alice@example.org"
     assert first["subject"] == "Release plan" and first["in_reply_to"] == "r2@x"
     assert first["references"] == ["r1@x", "r2@x"] and first["conflict"] is False
-    assert first["parse_error"] is None
+    assert first["parse_error"] is None and first["truncated"] is None
     assert first["sha256"] == hashlib.sha256(ESCAPES).hexdigest()
     assert first["raw"] == ESCAPES.decode()
     assert crlf["date"] is None and crlf["date_flag"] == "missing" and crlf["conflict"] is True
@@ -560,7 +582,7 @@ def test_cli_export_errors_leave_no_file(
     # A failure half-way leaves neither the file nor a temporary one.
     out.write_bytes(b"old")
 
-    def explode(rows: Any, stream: Any) -> int:
+    def explode(rows: Any, stream: Any, home: Any) -> int:
         stream.write(b"partial")
         raise OSError(28, "No space left on device")
 

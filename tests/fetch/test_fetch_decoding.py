@@ -24,7 +24,6 @@ from thresher.fetch.decoding import (
     Undecodable,
     decode_content,
     decode_off_loop,
-    gunzip,
 )
 
 DATA = bytes(range(256)) * 64 + b"tail"
@@ -170,7 +169,6 @@ def test_many_gzip_members_decode_whole() -> None:
     empty = gzip.compress(b"", mtime=0)
     body = empty * 20_000 + gzip.compress(DATA) + empty * 20_000 + gzip.compress(b"end")
     assert decode_content(body, "gzip", LIMIT) == (DATA + b"end", None)
-    assert gunzip(body, LIMIT, ValueError) == (DATA + b"end", False)
 
 
 def test_a_member_boundary_on_a_piece_boundary() -> None:
@@ -212,14 +210,6 @@ def test_a_step_stops_after_its_bytes() -> None:
     assert 2**20 <= decoding.size < 2**20 + 2**17
     assert decoding.run()
     assert decoding.content() == bytes(10 * 2**20)
-
-
-def test_gunzip_gives_what_came_before_the_damage() -> None:
-    packed = gzip.compress(DATA) + gzip.compress(DATA)
-    out, truncated = gunzip(packed[:-10], LIMIT, ValueError)
-    assert truncated and out.startswith(DATA) and len(out) < 2 * len(DATA) + 1
-    with pytest.raises(ValueError, match="more than 100 bytes"):
-        gunzip(packed, 100, ValueError)
 
 
 def test_small_bodies_decode_on_the_loop_and_bombs_in_a_thread() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import importlib
 import json
 import sqlite3
@@ -243,6 +244,14 @@ def crawl_error_reasons(h: Hostile, tmp: Path, src: str | None) -> Result:
     return Result(probe, {"text": text.stdout})
 
 
+def crawl_million_links(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """One page of 1,000,000 links (24 MB), crawled with --max-pages 3."""
+    links = b"".join(b'<a href="/p%d">x</a>\n' % i for i in range(1_000_000))
+    h.routes["/"] = _body(b"<html><body>" + links + b"</body></html>")
+    probe = _crawl(h, tmp, src, h.url("/"), "--max-pages", "3", timeout=240)
+    return Result(probe)
+
+
 def search_huge_limit(h: Hostile, tmp: Path, src: str | None) -> Result:
     probe = run_thresher(tmp / "home", "search", "word", "--limit", str(2**63), src=src)
     return Result(probe)
@@ -313,6 +322,7 @@ SCENARIOS: dict[str, Callable[[Hostile, Path, str | None], Result]] = {
     "fetch: 405-byte brotli body of 256 MiB, default caps": fetch_brotli_bomb,
     "crawl: 400 redirects, --max-depth 0": crawl_redirect_chain,
     "crawl: errors (404, 500, 400 redirects)": crawl_error_reasons,
+    "crawl: one page of 1,000,000 links, --max-pages 3": crawl_million_links,
     "search --limit 2**63": search_huge_limit,
     "run --workers 1000000, SIGTERM 5 s in": run_a_million_workers,
 }
@@ -336,3 +346,54 @@ def export_big_message(h: Hostile, tmp: Path, src: str | None) -> Result:
 
 
 SCENARIOS["export --format jsonl of a 48 MiB message"] = export_big_message
+
+
+def mail_big_message(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """A month file holding a 200 MiB message between two small ones, harvested by an
+    mbox source (max_bytes 256 MiB; max_message_bytes its default, 32 MiB)."""
+    line = ("word " * 15 + "é\n").encode()
+    body = line * (200 * MiB // len(line))
+    head = b"From a@b.c Mon Jan  1 00:00:00 2024\nSubject: big\nMessage-ID: <big@b.c>\n\n"
+    small = b"From a@b.c Mon Jan  1 00:00:00 2024\nSubject: %s\nMessage-ID: <%s@b.c>\n\nhi\n"
+    month = small % (b"one", b"one") + b"\n" + head + body + b"\n" + small % (b"two", b"two")
+    h.routes["/list.mbox"] = _body(month, None, "application/mbox")
+    probe = _mail(h, tmp, src, "/list.mbox", 256 * MiB)
+    whole = head[head.index(b"\n") + 1 :] + body
+    facts: dict[str, Any] = {"message_mib": len(whole) // MiB}
+    with contextlib.closing(sqlite3.connect(tmp / "home" / "thresher.db")) as db:
+        columns = {r[1] for r in db.execute("PRAGMA table_info(messages)")}
+        flag = "truncated" if "truncated" in columns else "NULL"
+        facts["rows"] = [
+            (r[0], r[1] // MiB, r[2])
+            for r in db.execute(f"SELECT key, length(raw), {flag} FROM messages ORDER BY id")
+        ]
+    digest = hashlib.sha256(whole).hexdigest()
+    kept = tmp / "home" / "messages" / digest[:2] / digest
+    facts["whole_file"] = kept.exists() and kept.stat().st_size == len(whole)
+    out = tmp / "list.mbox"
+    export = run_thresher(tmp / "home", "export", "list", "-o", str(out), src=src)
+    facts["export"] = f"{export.rss_mib:.0f} MiB, {export.seconds:.1f} s"
+    facts["export_has_whole"] = out.exists() and out.stat().st_size > len(whole)
+    return Result(probe, facts)
+
+
+SCENARIOS["mail: a 200 MiB message in a month file"] = mail_big_message
+
+
+def urls_list_bomb(h: Hostile, tmp: Path, src: str | None) -> Result:
+    """A `urls` source whose URL list is 10 MB gzip-encoded (10 GiB of newlines),
+    max_bytes 64 MiB."""
+    h.routes["/list.txt"] = _body(gzip_bomb(10 * 1024 * MiB, b"\n"), "gzip", "text/plain")
+    home = tmp / "home"
+    add = run_thresher(
+        home,
+        *("source", "add", "list", h.url("/list.txt"), "-t", "urls"),
+        *("-o", "allow_private=true", "-o", "delay=0", "-o", f"max_bytes={64 * MiB}"),
+        src=src,
+    )
+    assert add.returncode == 0, add.stderr
+    probe = run_thresher(home, "run", "list", "--json", "--no-progress", src=src, timeout=240)
+    return Result(probe)
+
+
+SCENARIOS["urls: 10 MB gzip-encoded URL list, max_bytes 64 MiB"] = urls_list_bomb

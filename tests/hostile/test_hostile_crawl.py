@@ -11,6 +11,7 @@ from scenarios import (
     crawl_bombs_on_16_hosts,
     crawl_error_reasons,
     crawl_gzip_members,
+    crawl_million_links,
     crawl_redirect_chain,
     crawl_sigterm_while_decoding,
 )
@@ -64,3 +65,18 @@ def test_crawl_errors_are_reported_by_reason(hostile: Hostile, tmp_path: Path) -
     assert summary["errors"] == 3
     assert summary["error_reasons"] == {"HTTP 404": 1, "HTTP 500": 1, "too many redirects": 1}
     assert "3 errors (HTTP 404 1, HTTP 500 1, too many redirects 1)" in result.facts["text"]
+
+
+def test_a_page_of_a_million_links_is_cut_at_max_links_per_page(
+    hostile: Hostile, tmp_path: Path
+) -> None:
+    # Before: 1.45 GB and 124 s, every link parsed and queued.
+    result = crawl_million_links(hostile, tmp_path, None)
+    probe = result.probe
+    assert probe.returncode == 0, probe.stderr
+    summary = result.summary()
+    assert summary["pages"] == 1 and summary["errors"] == 2  # the two links are 404s
+    assert summary["links_dropped"] == 990_000  # 10,000 kept, the default
+    assert summary["queued"] == 10_000 - 2
+    assert probe.rss_mib < MAX_RSS_MIB, probe.rss_mib
+    assert probe.seconds < 60, probe.seconds

@@ -7,7 +7,12 @@ import json
 from pathlib import Path
 
 from hostile_server import Hostile, hostile_fixture  # noqa: F401 (a fixture)
-from scenarios import mail_gzip_encoded_bomb, mail_gzip_file_bomb, mail_gzip_members
+from scenarios import (
+    mail_big_message,
+    mail_gzip_encoded_bomb,
+    mail_gzip_file_bomb,
+    mail_gzip_members,
+)
 
 MAX_RSS_MIB = 400  # max_bytes is 64 MiB; before, 4.2 GB
 
@@ -36,3 +41,17 @@ def test_a_month_file_of_empty_gzip_members(hostile: Hostile, tmp_path: Path) ->
     assert result.probe.returncode == 0, result.probe.stderr
     assert result.facts["messages"] == 1
     assert result.probe.seconds < 60
+
+
+def test_a_200_mib_message_is_stored_cut_and_kept_whole(hostile: Hostile, tmp_path: Path) -> None:
+    # Before: 651 MB (865 MiB measured here) to store it, whole, in its row.
+    result = mail_big_message(hostile, tmp_path, None)
+    probe = result.probe
+    assert probe.returncode == 0, probe.stderr
+    one, big, two = result.facts["rows"]
+    assert one[1:] == (0, None) and two[1:] == (0, None)
+    assert big[0] == "big@b.c" and big[1] == 32  # max_message_bytes, MiB
+    assert big[2].startswith("truncated-in-index: 209715")
+    assert result.facts["whole_file"] and result.facts["export_has_whole"]
+    # The month file (200 MiB) is in memory once, with the row's 32 MiB and its parsing.
+    assert probe.rss_mib < MAX_RSS_MIB, probe.rss_mib

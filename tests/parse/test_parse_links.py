@@ -690,3 +690,28 @@ def test_a_quoted_angle_bracket_does_not_hide_an_attribute_bomb() -> None:
     page = extract_links(html.encode(), URL)
     assert time.process_time() - started < 0.2
     assert page.links == ["http://example.com/x", "http://example.com/y"]
+
+
+def test_max_links_keeps_the_first_and_counts_the_rest() -> None:
+    html = '<a href="/a">a</a><a href="/b">b</a><a href="/a">again</a><a href="/c">c</a>'
+    page = extract_links(html.encode(), URL, max_links=2)
+    assert page.links == ["http://example.com/a", "http://example.com/b"]
+    assert page.dropped == 1  # /c; a link seen before is no new link
+    assert extract_links(html.encode(), URL, max_links=3).dropped == 0
+    assert extract_links(html.encode(), URL).dropped == 0
+
+
+def test_a_page_of_many_links_is_cut_but_read_to_its_end() -> None:
+    # 100 000 links, a base, a title and a robots meta after them: the links past the
+    # budget are taken out before parsing; what else the page says is still read.
+    many = "".join(f'<a href="p{i}">x</a>\n<img src="i{i}.png">' for i in range(100_000))
+    html = (
+        f"<html><body>{many}<base href='http://other.org/d/'>"
+        '<meta name="robots" content="nofollow"><title>The end</title></body></html>'
+    )
+    page = extract_links(html.encode(), URL, requisites=True, max_links=100)
+    assert page.links == [f"http://other.org/d/p{i}" for i in range(100)]
+    assert page.requisites == [f"http://other.org/d/i{i}.png" for i in range(100)]
+    assert page.nofollow and page.title == "The end"
+    # Every link and image past the first hundred of each, read or not, is counted.
+    assert page.dropped == 2 * (100_000 - 100)

@@ -21,6 +21,11 @@ Why JSON lines carry the raw message twice: ``raw`` is the bytes decoded as UTF-
 U+FFFD for undecodable bytes, readable and greppable but lossy for 8-bit legacy mail;
 ``raw_base64`` is exact. Dates are ISO 8601 in UTC.
 
+A message longer than the `max_message_bytes` setting is stored in the index from its
+start only (`truncated` says so) and whole in a file of the home folder; both formats
+write the whole message, read from that file a piece at a time (if the file is gone, the
+stored start, and `truncated` tells).
+
 Why stream by id: the messages of a list can be gigabytes, and PostgreSQL's client-side
 cursor holds a whole result in memory. The export first reads the ids of the messages in
 order (small), then fetches the messages `BATCH` at a time, so memory is bounded by a
@@ -34,17 +39,21 @@ import codecs
 import json
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 from ..clock import iso
 from ..errors import UsageError
 from ..store import Row, Tx
 from .months import valid_month
+from .rows import whole_message_path
 
 __all__ = [
     "BATCH",
+    "BATCH_BYTES",
+    "FILE_PIECE",
     "FORMATS",
     "UNDATED",
     "Format",
@@ -60,8 +69,10 @@ __all__ = [
 Format = Literal["mbox", "jsonl"]
 FORMATS: tuple[Format, ...] = ("mbox", "jsonl")
 
-# Messages fetched per query while exporting.
+# Messages fetched per query while exporting, and the most bytes of raw messages (each
+# up to the max_message_bytes setting) one query brings, unless one message is more.
 BATCH = 200
+BATCH_BYTES = 64 * 2**20
 
 # The month of a plain mbox's messages without a usable date (see sources/archives.py).
 UNDATED = "undated"
@@ -93,15 +104,51 @@ def _envelope_time(value: Any) -> float | None:
     return ts if _MIN_TIME <= ts <= _MAX_TIME else None
 
 
-def write_mboxrd(rows: Iterable[Row], out: BinaryIO) -> int:
+# Bytes of a message kept whole in its file read at a time.
+FILE_PIECE = 2**20
+
+
+def _whole_file(row: Row, home: Path | None) -> Path | None:
+    """The file that holds `row`'s message whole, if it is truncated in the index and
+    the file is there."""
+    if home is None or not row.get("truncated"):
+        return None
+    path = home / whole_message_path(str(row["sha256"]))
+    return path if path.is_file() else None
+
+
+def _lines(path: Path) -> Iterator[bytes]:
+    """The file's bytes in pieces of whole lines (the last may lack its newline), about
+    `FILE_PIECE` bytes each, or a line each when lines are longer."""
+    pending: list[bytes] = []
+    with open(path, "rb") as f:
+        while block := f.read(FILE_PIECE):
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                pending.append(block)
+                continue
+            pending.append(block[:cut])
+            yield b"".join(pending)
+            pending = [block[cut:]] if cut < len(block) else []
+    if pending:
+        yield b"".join(pending)
+
+
+def write_mboxrd(rows: Iterable[Row], out: BinaryIO, home: Path | None = None) -> int:
     """Write `rows` (with at least `raw`, `from_addr`, `date`, `first_seen`) to `out` as
-    mboxrd; return how many were written."""
+    mboxrd; return how many were written. With `home`, a message truncated in the index
+    is written whole from its file."""
     count = 0
     for row in rows:
-        raw = bytes(row["raw"])
+        path = _whole_file(row, home)
+        pieces: Iterable[bytes] = [bytes(row["raw"])] if path is None else _lines(path)
         out.write(envelope(row))
-        out.write(_FROM_LINE.sub(rb">\1", raw))
-        out.write(b"\n" if raw.endswith(b"\n") else b"\n\n")
+        last = b""
+        for piece in pieces:
+            # A piece starts a line, so ^ in the pattern finds every line's start.
+            out.write(_FROM_LINE.sub(rb">\1", piece))
+            last = piece or last
+        out.write(b"\n" if last.endswith(b"\n") else b"\n\n")
         count += 1
     return count
 
@@ -125,6 +172,7 @@ def message_json(row: Row, *, raw: bool = True) -> dict[str, Any]:
         "conflict": bool(row["conflict"]),
         "sha256": row["sha256"],
         "parse_error": row["parse_error"],
+        "truncated": row.get("truncated"),
     }
     if raw:
         message = bytes(row["raw"])
@@ -137,27 +185,50 @@ def message_json(row: Row, *, raw: bool = True) -> dict[str, Any]:
 JSONL_PIECE = 3 * 2**18
 
 
-def write_jsonl(rows: Iterable[Row], out: BinaryIO, piece: int = JSONL_PIECE) -> int:
+def write_jsonl(
+    rows: Iterable[Row], out: BinaryIO, piece: int = JSONL_PIECE, home: Path | None = None
+) -> int:
     """Write one JSON object per line (UTF-8), `message_json`'s, byte for byte; return
     how many were written. The raw message goes out `piece` bytes at a time: made
-    whole, as text, escaped and encoded, a 200 MB message took 1.6 GB."""
+    whole, as text, escaped and encoded, a 200 MB message took 1.6 GB. With `home`, a
+    message truncated in the index is written whole from its file."""
     piece = max(3, piece - piece % 3)  # base64 pieces join only in whole 3-byte units
     count = 0
     for row in rows:
-        raw = memoryview(row["raw"])
+        pieces = _raw_pieces(row, home, piece)
         head = json.dumps(message_json(row, raw=False), ensure_ascii=False, separators=(",", ":"))
         out.write(head[:-1].encode("utf-8"))  # the object stays open for the raw fields
         out.write(b',"raw":"')
         text = codecs.getincrementaldecoder("utf-8")("replace")
-        for start in range(0, len(raw), piece):
-            out.write(_json_chars(text.decode(raw[start : start + piece])))
+        for raw in pieces():
+            out.write(_json_chars(text.decode(raw)))
         out.write(_json_chars(text.decode(b"", final=True)))
         out.write(b'","raw_base64":"')
-        for start in range(0, len(raw), piece):
-            out.write(base64.b64encode(raw[start : start + piece]))
+        for raw in pieces():
+            out.write(base64.b64encode(raw))
         out.write(b'"}\n')
         count += 1
     return count
+
+
+def _raw_pieces(
+    row: Row, home: Path | None, piece: int
+) -> Callable[[], Iterator[bytes | memoryview]]:
+    """What gives `row`'s raw message `piece` bytes at a time (the last fewer), each
+    time it is called: from its file if truncated in the index (see `_whole_file`)."""
+    path = _whole_file(row, home)
+
+    def stored() -> Iterator[bytes | memoryview]:
+        raw = memoryview(row["raw"])
+        return (raw[start : start + piece] for start in range(0, len(raw), piece))
+
+    def whole() -> Iterator[bytes | memoryview]:
+        assert path is not None
+        with open(path, "rb") as f:
+            while data := f.read(piece):  # a file's read gives all it asks but at the end
+                yield data
+
+    return stored if path is None else whole
 
 
 def _json_chars(text: str) -> bytes:
@@ -168,13 +239,19 @@ def _json_chars(text: str) -> bytes:
 
 def iter_messages(tx: Tx, source: str, month: str | None = None) -> Iterator[Row]:
     """The stored messages of `source` (of one month if given) ordered by month, byte
-    position in the month file (messages without one last), id; `BATCH` in memory."""
+    position in the month file (messages without one last), id; `BATCH` in memory, or
+    fewer if they are more than `BATCH_BYTES`."""
     batch: list[int] = []
+    size = 0
     for row in tx.stream("export_message_ids", source=source, month=month):
+        if batch and size + int(row["size"] or 0) > BATCH_BYTES:
+            yield from _fetch(tx, batch)
+            batch, size = [], 0
         batch.append(int(row["id"]))
+        size += int(row["size"] or 0)
         if len(batch) == BATCH:
             yield from _fetch(tx, batch)
-            batch = []
+            batch, size = [], 0
     if batch:
         yield from _fetch(tx, batch)
 
@@ -191,14 +268,17 @@ def check_month(month: str | None) -> None:
         raise UsageError(f"not a month: {month!r} (expected YYYY-MM or {UNDATED!r})")
 
 
-def export_messages(tx: Tx, source: str, month: str | None, fmt: str, out: BinaryIO) -> int:
+def export_messages(
+    tx: Tx, source: str, month: str | None, fmt: str, out: BinaryIO, home: Path | None = None
+) -> int:
     """Write the messages of list `source` (only `month`, 'YYYY-MM' or 'undated', if given)
-    to `out` as 'mbox' (mboxrd) or 'jsonl'; return how many were written. Raises
-    UsageError for a bad month or format; the source itself is not checked."""
+    to `out` as 'mbox' (mboxrd) or 'jsonl'; return how many were written; messages
+    truncated in the index whole from their files under `home`. Raises UsageError for a
+    bad month or format; the source itself is not checked."""
     check_month(month)
     rows = iter_messages(tx, source, month)
     if fmt == "mbox":
-        return write_mboxrd(rows, out)
+        return write_mboxrd(rows, out, home)
     if fmt == "jsonl":
-        return write_jsonl(rows, out)
+        return write_jsonl(rows, out, home=home)
     raise UsageError(f"unknown export format {fmt!r} (expected one of {', '.join(FORMATS)})")

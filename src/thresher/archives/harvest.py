@@ -30,11 +30,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from ..errors import PermanentError, TransientError
-from .mbox import RawMessage, is_envelope, maybe_gunzip, split_mbox
+from .mbox import RawMessage, is_envelope, split_mbox
 from .units import Known, Unit
 
 __all__ = ["OVERLAP", "Absorbed", "Decision", "Known", "absorb", "decide", "request_headers"]
@@ -129,10 +129,14 @@ def absorb(
     range_start: int | None,
     *,
     mboxrd: bool,
-    max_size: int,
+    truncated: bool = False,
+    max_message: int | None = None,
 ) -> Absorbed:
-    """Read one answer (see the module docstring). Raises TransientError for answers
-    worth retrying (5xx, 429, a truncated gzip) and PermanentError for the rest."""
+    """Read one answer (see the module docstring); a 200's `body` is gunzipped already
+    (`maybe_gunzip`, off the event loop), `truncated` if the gzip stream was cut short.
+    Raises TransientError for answers worth retrying (5xx, 429, a truncated gzip) and
+    PermanentError for the rest. A message longer than `max_message` bytes comes with
+    only its start in `raw` (see `thresher.archives.mbox.RawMessage`)."""
     out = Absorbed(etag=headers.get("etag"), last_modified=headers.get("last-modified"))
     if status == 304 and known is not None and known.harvested:
         out.not_modified = True
@@ -147,13 +151,12 @@ def absorb(
         out.events.append(("shrunk", f"the file is now under the {harvested} bytes harvested"))
         return out
     if status == 206:
-        return _absorb_tail(known, headers, body, range_start, out, mboxrd)
+        return _absorb_tail(known, headers, body, range_start, out, mboxrd, max_message)
     if status != 200:
         raise PermanentError(f"HTTP {status}")
-    data, truncated = maybe_gunzip(body, max_size)
     if truncated:
-        raise TransientError(f"truncated gzip: {len(body)} bytes received")
-    return _absorb_whole(known, data, out, mboxrd)
+        raise TransientError(f"truncated gzip: {len(body)} bytes decoded")
+    return _absorb_whole(known, body, out, mboxrd, max_message)
 
 
 def _absorb_tail(
@@ -163,6 +166,7 @@ def _absorb_tail(
     range_start: int | None,
     out: Absorbed,
     mboxrd: bool,
+    max_message: int | None,
 ) -> Absorbed:
     match = _CONTENT_RANGE.match(headers.get("content-range", ""))
     if (
@@ -190,8 +194,8 @@ def _absorb_tail(
         return out
     start = stop + skip
     new = [
-        RawMessage(m.offset + start, m.raw, m.envelope)
-        for m in split_mbox(tail[skip:], unescape=mboxrd)
+        replace(m, offset=m.offset + start)
+        for m in split_mbox(tail[skip:], unescape=mboxrd, max_size=max_message)
     ]
     out.messages = new
     out.counted = known.counted + len(new)
@@ -223,7 +227,9 @@ def _starts_message(data: bytes, pos: int) -> bool:
     return is_envelope(data[pos : newline + 1 if newline >= 0 else len(data)])
 
 
-def _absorb_whole(known: Known | None, data: bytes, out: Absorbed, mboxrd: bool) -> Absorbed:
+def _absorb_whole(
+    known: Known | None, data: bytes, out: Absorbed, mboxrd: bool, max_message: int | None
+) -> Absorbed:
     out.length = out.stop_offset = len(data)
     out.tail_sha256 = _tail_digest(data, len(data))
     stop = known.stop_offset if known is not None else None
@@ -237,13 +243,13 @@ def _absorb_whole(known: Known | None, data: bytes, out: Absorbed, mboxrd: bool)
         # The file grew (or is the same): only what follows the stop sign is new.
         start = _blank_lines(data, stop)
         out.messages = [
-            RawMessage(m.offset + start, m.raw, m.envelope)
-            for m in split_mbox(data[start:], unescape=mboxrd)
+            replace(m, offset=m.offset + start)
+            for m in split_mbox(data[start:], unescape=mboxrd, max_size=max_message)
         ]
         out.counted = known.counted + len(out.messages)
         return out
     out.full = True
-    out.messages = split_mbox(data, unescape=mboxrd)
+    out.messages = split_mbox(data, unescape=mboxrd, max_size=max_message)
     out.counted = len(out.messages)
     if known is not None and known.harvested:
         kind = "shrunk" if out.counted < known.counted else "changed"

@@ -18,6 +18,7 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from ..childproc import spawn_pool
@@ -28,7 +29,7 @@ from .months import month_of
 from .normal import normal_digest
 from .units import files_by_date
 
-__all__ = ["PARALLEL_MIN", "display_name", "message_rows", "parse_rows"]
+__all__ = ["PARALLEL_MIN", "display_name", "message_rows", "parse_rows", "whole_message_path"]
 
 log = logging.getLogger("thresher.archives")
 
@@ -40,6 +41,12 @@ _NAME_IN_COMMENT = re.compile(r"\(([^()]*)\)\s*$")
 
 _pool: ProcessPoolExecutor | None = None
 _pool_failed = False
+
+
+def whole_message_path(sha256: str) -> Path:
+    """Where, under the home folder, a message too long for the index is kept whole:
+    by the SHA-256 of its bytes (the `sha256` of its row)."""
+    return Path("messages", sha256[:2], sha256)
 
 
 def _clean(text: str | None) -> str | None:
@@ -72,8 +79,16 @@ def _reason(part: str, exc: BaseException) -> str:
 
 
 def _row(source: str, unit: str, raw: RawMessage, now: float, moment: datetime) -> dict[str, Any]:
+    # A message too long for the index (`RawMessage.size`) is parsed, searched and
+    # stored from its start; its file holds it whole.
     data = raw.raw
-    sha256 = hashlib.sha256(data).hexdigest()
+    sha256 = raw.sha256 or hashlib.sha256(data).hexdigest()
+    truncated = None
+    if raw.size is not None:
+        truncated = (
+            f"truncated-in-index: {raw.size} bytes, the first {len(data)} stored"
+            f" (max_message_bytes); the whole message is in HOME/{whole_message_path(sha256)}"
+        )
     errors: list[str] = []
     try:
         normal = normal_digest(data)
@@ -120,6 +135,7 @@ def _row(source: str, unit: str, raw: RawMessage, now: float, moment: datetime) 
         raw=data,
         position=raw.offset,
         parse_error=_clean("; ".join(errors)) or None,
+        truncated=truncated,
         now=now,
     )
 

@@ -236,8 +236,9 @@ def crawl_command(
             f"{name}: {outcome}: {summary['pages']} pages, {summary['requisites']} requisites, "
             f"{summary['bytes'] / 2**20:.1f} MiB, "
             f"{summary['not_modified']} not modified, {summary['redirects']} redirects, "
-            f"{summary['errors']} errors{f' ({reasons})' if reasons else ''},"
-            f" {summary['queued']} left in {summary['seconds']:.1f} s"
+            f"{summary['errors']} errors{f' ({reasons})' if reasons else ''}"
+            + (f", {summary['links_dropped']} links dropped" if summary["links_dropped"] else "")
+            + f", {summary['queued']} left in {summary['seconds']:.1f} s"
             + (f"; {error}" if error else "")
         )
         click.echo(f"WARC files in {folder}")

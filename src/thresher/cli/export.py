@@ -117,13 +117,16 @@ def export_command(app: App, name: str, month: str | None, fmt: str, output: Pat
     """Write the stored messages of list NAME, ordered by month and position in the
     archive, as mboxrd (the default) or JSON lines: one object per message with source,
     month, key, message_id, date, date_raw, date_flag, from_name, from_addr, subject,
-    in_reply_to, references, conflict, sha256, parse_error, raw (the message as text,
-    undecodable bytes as U+FFFD) and raw_base64 (its exact bytes)."""
+    in_reply_to, references, conflict, sha256, parse_error, truncated, raw (the message
+    as text, undecodable bytes as U+FFFD) and raw_base64 (its exact bytes). A message
+    truncated in the index is written whole, from its file under HOME/messages/."""
     check_month(month)
     with app.store(read=True) as store, store.transaction(write=False) as tx:
         get_source(tx, name)
         count, where = write_output(
-            output, lambda out: export_messages(tx, name, month, fmt, out), "export"
+            output,
+            lambda out: export_messages(tx, name, month, fmt, out, app.config.home),
+            "export",
         )
     if app.verbose >= 0:
         scope = f" ({month})" if month else ""

@@ -133,6 +133,7 @@ class CrawlSummary:
     robots_excluded: int
     requisites: int
     sitemaps: int
+    links_dropped: int
     queued: int
     hosts: int
     seconds: float
@@ -849,6 +850,7 @@ class CrawlEngine:
                 counts[_COUNTER[hop]] += 1
                 counts["bytes"] += len(resp.body)
                 counts["duplicates"] += p.duplicate
+                counts["links_dropped"] += p.links_dropped
                 sitemap = p.sitemap
                 if sitemap is not None and sitemap.error:
                     log.warning("%s: sitemap %s: %s", self.source, fetch.url, sitemap.error)
@@ -881,6 +883,7 @@ class CrawlEngine:
                 follow=read_links,
                 requisites=self.settings.requisites and hop is not Hop.SITEMAP,
                 sitemap=hop is Hop.SITEMAP,
+                max_links=self.settings.max_links_per_page,
             )
             await self._archive(ex, page)
 
@@ -992,6 +995,7 @@ def _exchange(
     follow: bool = True,
     requisites: bool = False,
     sitemap: bool = False,
+    max_links: int | None = None,
 ) -> Exchange:
     return Exchange(
         url=resp.url,
@@ -1008,4 +1012,5 @@ def _exchange(
         follow=follow,
         requisites=requisites,
         sitemap=sitemap,
+        max_links=max_links,
     )

@@ -55,6 +55,7 @@ COUNTERS = (
     "robots_excluded",
     "requisites",
     "sitemaps",
+    "links_dropped",
 )
 
 # The counters of URLs a run is done with (a page limit counts these: requisites too,

@@ -74,6 +74,7 @@ class Exchange:
     follow: bool = True  # a page: read an HTML page (its links; requisites if asked)
     requisites: bool = False  # a page: read what it embeds (HTML if followed; CSS)
     sitemap: bool = False  # a page: read it as a sitemap instead
+    max_links: int | None = None  # a page: links (and requisites) read, the rest dropped
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class Processed:
     capture: Capture | None = None
     requisites: list[str] = field(default_factory=list)
     sitemap: Sitemap | None = None
+    links_dropped: int = 0  # past the exchange's max_links
 
 
 class PageWriter:
@@ -109,6 +111,7 @@ class PageWriter:
         requisites: list[str] = []
         sitemap: Sitemap | None = None
         nofollow = False
+        dropped = 0
         digest: str | None = None
         earlier: Capture | None = None
         if ex.page:
@@ -116,12 +119,22 @@ class PageWriter:
             if ex.sitemap:
                 sitemap = read_sitemap(content, ex.url)
             elif ex.follow and is_html(ex.content_type, content):
-                parsed = extract_links(content, ex.url, ex.content_type, requisites=ex.requisites)
+                parsed = extract_links(
+                    content,
+                    ex.url,
+                    ex.content_type,
+                    requisites=ex.requisites,
+                    max_links=ex.max_links,
+                )
                 links, nofollow, requisites = parsed.links, parsed.nofollow, parsed.requisites
+                dropped = parsed.dropped
             elif ex.requisites and is_css(ex.content_type, ex.url):
                 resolve = resolver(ex.url)
                 found = (resolve(u) for u in css_urls(decode_css(content, ex.content_type)))
                 requisites = [u for u in found if u is not None]
+                if ex.max_links is not None and len(requisites) > ex.max_links:
+                    dropped = len(requisites) - ex.max_links
+                    del requisites[ex.max_links :]
             digest = payload_digest(ex.body)
             earlier = self.digests.get(digest)
         rec = self.warc.write_exchange(
@@ -150,6 +163,7 @@ class PageWriter:
             capture,
             requisites,
             sitemap,
+            dropped,
         )
 
     def sync(self) -> WarcPosition:

@@ -50,6 +50,7 @@ class CrawlSettings:
     stall_timeout: float = _CONFIG.stall_timeout
     read_timeout: float = _CONFIG.read_timeout
     max_body: int = 50 * 2**20
+    max_links_per_page: int = _CONFIG.max_links_per_page
     warc_max_size: int = 1_000_000_000
     # How often finished pages and the WARC position are committed together: the work a
     # kill -9 can cost, against one fsync and one transaction per interval.
@@ -69,6 +70,8 @@ class CrawlSettings:
         for name in ("concurrency", "host_connections"):
             if not 1 <= getattr(self, name) <= MAX_CONCURRENCY:
                 raise SourceError(f"{name} must be from 1 to {MAX_CONCURRENCY}")
+        if self.max_links_per_page < 1:
+            raise SourceError("max_links_per_page must be 1 or more")
         if not 1 <= self.shards <= MAX_SHARDS:
             raise SourceError(f"shards must be from 1 to {MAX_SHARDS}")
         if not 0 <= self.delay < math.inf:

@@ -39,6 +39,7 @@ but never asked for: WARC replay tools (pywb) cannot undo it for the pages they 
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import io
 import math
@@ -55,7 +56,6 @@ __all__ = [
     "Undecodable",
     "decode_content",
     "decode_off_loop",
-    "gunzip",
     "parse_codings",
 ]
 
@@ -495,8 +495,6 @@ async def decode_off_loop(decoding: Decoding, deadline: float) -> None:
     DecodeTimeout past `deadline` (`time.monotonic()`, the loop's clock)."""
     if decoding.run(ON_LOOP_BYTES, ON_LOOP_CALLS):
         return
-    import asyncio  # here: mbox files are gunzipped by modules that never await
-
     stop = threading.Event()
 
     def rest() -> None:
@@ -511,17 +509,3 @@ async def decode_off_loop(decoding: Decoding, deadline: float) -> None:
     except asyncio.CancelledError:
         stop.set()
         raise
-
-
-def gunzip(data: bytes, limit: int, too_large: type[Exception]) -> tuple[bytes, bool]:
-    """`data` (a gzip stream of any number of members) decoded, and whether it was
-    truncated or corrupt part-way (the content is then what decoded before that).
-    Raises `too_large` (with a message) once the output would exceed `limit` bytes."""
-    decoding = Decoding(data, ["gzip"], limit)
-    try:
-        decoding.run()
-    except DecodedTooLarge:
-        raise too_large(f"archive decompresses to more than {limit} bytes; refused") from None
-    except Undecodable:
-        return decoding.content(), True
-    return decoding.content(), False

@@ -72,6 +72,8 @@ class Page:
     requisites: list[str] = field(default_factory=list)
     """What the page embeds (`thresher.parse.requisites`), resolved, each once; only
     when asked for, and then its stylesheets, icons and preloads are not in `links`."""
+    dropped: int = 0
+    """Links and requisites past `max_links` (each list's): not read (see `_cut`)."""
 
 
 _SELECTOR = (
@@ -215,6 +217,31 @@ _READ_ATTRIBUTES = frozenset({"href", "src", "rel", "name", "content", "http-equ
 _READ_WITH_REQUISITES = _READ_ATTRIBUTES | REQUISITE_ATTRIBUTES
 
 
+# A tag that may name a URL (a link, or with requisites an embed), as the flattened
+# markup has it; matched as `thresher.parse.defuse` matches tags, possessively, so a run
+# of unterminated tags costs linear time.
+_URL_TAG_RE = re.compile(
+    r"""<(?:a|area|link|frame|iframe|img|source|track|input|embed|wbr)(?=[\s/>])"""
+    r"""(?:[^<>="']|=\s*(?:"[^"]*"|'[^']*')?|["'])*+>""",
+    re.IGNORECASE,
+)
+
+
+def _cut(text: str, budget: int) -> tuple[str, int]:
+    """`text` with every tag that may name a URL after the first `budget` taken out, and
+    how many were. A page of a million links costs Lexbor a tree of a million elements
+    (560 MiB for 24 MB of markup); the rest of the page, title, base and robots meta
+    included, is still read."""
+    if text.count("<") <= budget:
+        return text, 0
+    for n, match in enumerate(_URL_TAG_RE.finditer(text)):
+        if n == budget:
+            start = match.start()
+            rest, cut = _URL_TAG_RE.subn("", text[start:])
+            return text[:start] + rest, cut
+    return text, 0
+
+
 def _flatten(text: str, requisites: bool) -> str:
     if requisites:
         return thin_crowded(flatten_tags(text, embeds=True), _READ_WITH_REQUISITES)
@@ -247,14 +274,24 @@ def resolver(base_url: str) -> Callable[[str], str | None]:
 
 
 def extract_links(
-    body: bytes, url: str, content_type: str | None = None, *, requisites: bool = False
+    body: bytes,
+    url: str,
+    content_type: str | None = None,
+    *,
+    requisites: bool = False,
+    max_links: int | None = None,
 ) -> Page:
     """The links, base, robots nofollow, encoding and title of the page `body` at `url`,
     and with `requisites` what it embeds.
 
-    `content_type` is the Content-Type header, for its charset. Never raises.
+    `content_type` is the Content-Type header, for its charset. With `max_links`, the
+    first `max_links` links (and requisites) in document order are kept and the rest
+    counted in `Page.dropped`; a big page's markup past twice that many tags naming a
+    URL is not even parsed for them (`_cut`), so memory stays bounded. Never raises.
     """
     markup: str | bytes
+    dropped = 0
+    budget = _FLATTEN_TAGS if max_links is None else 2 * max_links + _FLATTEN_TAGS
     utf8_codec = utf8_encoding(body, content_type)
     if utf8_codec is not None:
         # Lexbor reads bytes as UTF-8, and these are: no decoding and encoding back.
@@ -267,6 +304,8 @@ def extract_links(
         markup, encoding = decode_text(body, content_type)
         if len(markup) > _FLATTEN_LENGTH or markup.count("<") > _FLATTEN_TAGS:
             markup = _flatten(markup, requisites)
+    if max_links is not None and isinstance(markup, str):
+        markup, dropped = _cut(markup, budget)
     # A URL's query is percent-encoded in the page's encoding, except that UTF-16 pages
     # use UTF-8 (the URL standard's rule, as UTF-16 bytes would put NULs in the URL).
     query_encoding = "utf-8" if encoding.startswith("utf-16") else encoding
@@ -344,7 +383,12 @@ def extract_links(
     if embeds is not None and root is not None:
         embeds.collect(root, _selector())
         embedded = embeds.urls(lambda raw: _resolve(raw, base, query_encoding))
-    return Page(links, base.url if base is not None else url, nofollow, encoding, title, embedded)
+    if max_links is not None:
+        dropped += max(0, len(links) - max_links) + max(0, len(embedded) - max_links)
+        del links[max_links:], embedded[max_links:]
+    return Page(
+        links, base.url if base is not None else url, nofollow, encoding, title, embedded, dropped
+    )
 
 
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})

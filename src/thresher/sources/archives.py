@@ -23,8 +23,11 @@ guard), and the store is written here only.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import os
+import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import replace
@@ -38,7 +41,7 @@ from ..archives.kinds import ARCHIVE_TYPE_NAMES, BUILTIN, ArchiveKind, Got, Page
 from ..archives.kinds.base import NewsReader
 from ..archives.mbox import RawMessage
 from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
-from ..archives.rows import parse_rows
+from ..archives.rows import parse_rows, whole_message_path
 from ..archives.units import Known, Unit, files_by_date
 from ..errors import PermanentError, TransientError
 from ..fetch import Response
@@ -125,6 +128,10 @@ class _JobPort:
     def now(self) -> float:
         return self.ctx.clock.now()
 
+    @property
+    def max_message_bytes(self) -> int:
+        return self.ctx.config.max_message_bytes
+
     async def get(
         self, url: str, headers: Mapping[str, str] | None = None, max_bytes: int | None = None
     ) -> Got:
@@ -204,7 +211,7 @@ class _JobPort:
     ) -> None:
         source, job, owner = self.source, self.ctx.job, self.ctx.owner
         now = self.now
-        rows = await parse_rows(source, unit, messages, now)
+        rows = await _parse(self.ctx, source, unit, list(messages), now)
 
         def write(tx: Tx) -> None:
             hold(tx, job, owner)
@@ -282,6 +289,59 @@ def _read_local(path: str, headers: Mapping[str, str]) -> Got:
     except OSError as exc:
         raise PermanentError(f"{path}: {exc.strerror or exc}") from None
     return Got(200, meta, data, len(data))
+
+
+async def _parse(
+    ctx: JobContext, source: str, unit: str, messages: list[RawMessage], now: float
+) -> list[dict[str, Any]]:
+    """The rows of `messages`, each message longer than the `max_message_bytes` setting
+    written whole to its file first (in a thread: it can be hundreds of megabytes) and
+    stored in the index from its start (see `thresher.archives.rows`). Empties
+    `messages` then, which lets go of the month file the wholes were views of."""
+    home, cap = ctx.config.home, ctx.config.max_message_bytes
+    if any(m.whole is not None or len(m.raw) > cap for m in messages):
+        spilled = await asyncio.to_thread(_spill, home, messages, cap)
+        messages.clear()
+        messages = spilled
+    return await parse_rows(source, unit, messages, now)
+
+
+def _spill(home: Path, messages: Sequence[RawMessage], cap: int) -> list[RawMessage]:
+    """`messages`, those longer than `cap` bytes cut to their first `cap` once their
+    whole bytes are in HOME/messages/ (synced: the row that names the file is committed
+    after it, so a crash can leave a file without its row, never a row without its
+    file; the next run writes the same file again)."""
+    kept: list[RawMessage] = []
+    for m in messages:
+        whole = m.whole if m.whole is not None else m.raw if len(m.raw) > cap else None
+        if whole is None:
+            kept.append(m)
+            continue
+        sha256 = hashlib.sha256(whole).hexdigest()
+        path = home / whole_message_path(sha256)
+        if not (path.exists() and path.stat().st_size == len(whole)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".part-{uuid.uuid4().hex}")
+            try:
+                with open(tmp, "xb") as out:
+                    out.write(whole)
+                    out.flush()
+                    os.fsync(out.fileno())
+                os.replace(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            _sync_dir(path.parent)
+        kept.append(RawMessage(m.offset, m.raw[:cap], m.envelope, None, len(whole), sha256))
+    return kept
+
+
+def _sync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _store_rows(
@@ -409,7 +469,7 @@ async def _unit(ctx: JobContext) -> Outcome:
     got = await kind.harvest(port, unit, known, max_bytes)
     events = list(got.events)
     now = ctx.clock.now()
-    rows = await parse_rows(source, name, got.messages, now)
+    rows = await _parse(ctx, source, name, got.messages, now)
     expected = got.expected if got.expected is not None else unit.expected
     closed = is_closed(name, now, grace) if got.closed is None else got.closed
     # An archive whose count never matches its file (it counts differently) leaves the

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 from ..errors import PermanentError, SourceError, TransientError
-from ..fetch import AddressRefused, InvalidRequestURL
+from ..fetch import AddressRefused, InvalidRequestURL, TooLarge
 from ..fetch.polite import RobotsDisallowed
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
@@ -85,7 +85,9 @@ URLS = register_type(
         check_url=_check_url,
         problems=_problems,
         options={
-            "max_bytes": Option(int, 50 * 2**20, "Largest body stored; larger is an error."),
+            "max_bytes": Option(
+                int, 50 * 2**20, "Largest body stored (and URL list read); larger is an error."
+            ),
             "allow_private": Option(
                 bool, False, "Also fetch private, loopback and link-local addresses."
             ),
@@ -99,19 +101,28 @@ def content_path(home: Path, sha256: str) -> Path:
     return home / "content" / sha256[:2] / sha256
 
 
-async def _get_list(ctx: JobContext, where: str) -> bytes:
+async def _get_list(ctx: JobContext, where: str, max_bytes: int) -> bytes:
+    """The list, at most `max_bytes` (the source's cap on a body: on the wire, and once
+    its Content-Encoding is undone by the fetch's streaming decoder); more is an error."""
     # The scheme is case-insensitive: HTTP://host/list is a URL, not a file name.
     if urlsplit(where).scheme in ("http", "https"):
-        resp = await get_following(ctx, where, {})
+        try:
+            resp = await get_following(ctx, where, {}, max_bytes)
+        except TooLarge as exc:
+            raise PermanentError(f"URL list {where}: {exc}") from None
         if resp.status in RETRY_STATUSES:
             raise TransientError(f"URL list {where}: HTTP {resp.status}", resp.retry_after)
         if resp.status != 200:
             raise PermanentError(f"URL list {where}: HTTP {resp.status}")
         return resp.content
     try:
-        return Path(where).read_bytes()
+        with open(where, "rb") as f:
+            data = f.read(max_bytes + 1)
     except OSError as exc:
         raise PermanentError(f"URL list {where}: {exc.strerror or exc}") from None
+    if len(data) > max_bytes:
+        raise PermanentError(f"URL list {where}: larger than max_bytes={max_bytes}")
+    return data
 
 
 def parse_list(data: bytes) -> tuple[list[str], list[str]]:
@@ -137,8 +148,9 @@ def parse_list(data: bytes) -> tuple[list[str], list[str]]:
 
 @register("urls.run")
 async def _run(ctx: JobContext) -> Outcome:
-    urls, rejected = parse_list(await _get_list(ctx, ctx.job.payload["url"]))
     opts = ctx.job.payload["options"]
+    max_bytes = int(opts.get("max_bytes") or URLS.options["max_bytes"].default)
+    urls, rejected = parse_list(await _get_list(ctx, ctx.job.payload["url"], max_bytes))
     children = tuple(
         JobSpec("urls.fetch", hashlib.sha1(u.encode()).hexdigest()[:20], {"url": u, **opts})
         for u in urls

@@ -110,7 +110,8 @@ async def _settings(ctx: JobContext) -> CrawlSettings:
 
 def crawl_settings(url: str, options: Mapping[str, Any], config: Config) -> CrawlSettings:
     """A `web` source's crawl, with what its options leave out from the settings every
-    fetch shares (`delay`, `http_timeout`, `user_agent`, the silences)."""
+    fetch shares (`delay`, `http_timeout`, `user_agent`, the silences), and the
+    `max_links_per_page` setting."""
     merged = dict(options)
     shared = (("delay", "delay"), ("timeout", "http_timeout"), ("user_agent", "user_agent"))
     for option, setting in shared:
@@ -118,6 +119,7 @@ def crawl_settings(url: str, options: Mapping[str, Any], config: Config) -> Craw
             merged[option] = getattr(config, setting)
     merged["stall_timeout"] = config.stall_timeout
     merged["read_timeout"] = config.read_timeout
+    merged["max_links_per_page"] = config.max_links_per_page
     return CrawlSettings.from_source(url, merged)
 
 

@@ -108,6 +108,14 @@ class Port(Protocol):
         """The job's clock, seconds since the epoch."""
         ...
 
+    @property
+    def max_message_bytes(self) -> int:
+        """The longest message stored whole in the index (the `max_message_bytes`
+        setting): a longer one's whole bytes go to a file of their own when it is
+        stored, and a kind that cuts messages out of a file may give only its start
+        (`thresher.archives.mbox.RawMessage.whole`)."""
+        ...
+
     async def get(
         self, url: str, headers: Mapping[str, str] | None = None, max_bytes: int | None = None
     ) -> Got:

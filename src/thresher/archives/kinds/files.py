@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ...errors import PermanentError
 from ..harvest import Absorbed, absorb, request_headers
+from ..mbox import maybe_gunzip
 from ..units import Known, Unit
 from .base import ArchiveKind, Got, Harvest, Port
 
@@ -26,20 +27,24 @@ class FileKind(ArchiveKind):
             port, unit.urls, known, unit.grows, max_bytes, empty_ok=unit.expected == 0
         )
 
-        def read(got: Got, start: int | None) -> Absorbed:
+        async def read(got: Got, start: int | None) -> Absorbed:
+            body, truncated = got.content, False
+            if got.status == 200:
+                body, truncated = await maybe_gunzip(body, max_bytes)
             return absorb(
-                known, got.status, got.headers, got.content, start,
-                mboxrd=unit.mboxrd, max_size=max_bytes,
+                known, got.status, got.headers, body, start,
+                mboxrd=unit.mboxrd, truncated=truncated,
+                max_message=port.max_message_bytes,
             )  # fmt: skip
 
         wire = got.wire
-        absorbed = read(got, start)
+        absorbed = await read(got, start)
         events = list(absorbed.events)
         if absorbed.need_full:
             got = await port.get(url, {}, max_bytes)
             got.check(url)
             wire += got.wire
-            absorbed = read(got, None)
+            absorbed = await read(got, None)
             events += absorbed.events
         return _harvest(url, got.status, wire, absorbed, events)
 

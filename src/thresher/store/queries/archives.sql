@@ -61,10 +61,10 @@ WHERE source = :source AND month = :month
 -- the archive wrapped it this time, adds nothing; the first capture's bytes stay.
 INSERT INTO messages (source, month, key, sha256, norm_sha256, message_id, date, date_raw,
                       date_flag, from_name, from_addr, subject, in_reply_to, refs, body,
-                      raw, position, first_seen, parse_error)
+                      raw, position, first_seen, parse_error, truncated)
 VALUES (:source, :month, :key, :sha256, :norm_sha256, :message_id, :date, :date_raw,
         :date_flag, :from_name, :from_addr, :subject, :in_reply_to, :refs, :body,
-        :raw, :position, :now, :parse_error)
+        :raw, :position, :now, :parse_error, :truncated)
 ON CONFLICT (source, key, norm_sha256) DO NOTHING
 
 -- name: flag_conflicts

@@ -125,6 +125,7 @@ UPDATE crawl_runs SET
     robots_excluded = robots_excluded + :robots_excluded,
     requisites = requisites + :requisites,
     sitemaps = sitemaps + :sitemaps,
+    links_dropped = links_dropped + :links_dropped,
     queued = :queued,
     hosts = :hosts,
     updated = :now

@@ -5,14 +5,15 @@
 -- The export reads the ids in order first, then the messages a batch at a time, so a
 -- list of any size is never held in memory. Messages without a byte position (archives
 -- that are not mbox files) come after the others of their month.
-SELECT id FROM messages
+SELECT id, length(raw) AS size FROM messages
 WHERE source = :source AND month = coalesce(:month, month)
 ORDER BY month, position IS NULL, position, id
 
 -- name: export_messages_by_id
 -- :ids is a JSON array of message ids.
 SELECT id, source, month, key, sha256, message_id, date, date_raw, date_flag, from_name,
-       from_addr, subject, in_reply_to, refs, raw, position, conflict, first_seen, parse_error
+       from_addr, subject, in_reply_to, refs, raw, position, conflict, first_seen, parse_error,
+       truncated
 FROM messages
 WHERE id IN (SELECT value FROM json_each(:ids))
 

@@ -80,7 +80,7 @@ ORDER BY id LIMIT :limit
 -- name: serve_message
 SELECT id, source, month, key, sha256, message_id, date, date_raw, date_flag, from_name,
        from_addr, subject, in_reply_to, refs, body, raw, position, conflict, first_seen,
-       parse_error
+       parse_error, truncated
 FROM messages WHERE id = :id
 
 -- name: serve_crawl_runs

@@ -2,7 +2,8 @@
 
 -- name: export_messages_by_id
 SELECT id, source, month, key, sha256, message_id, date, date_raw, date_flag, from_name,
-       from_addr, subject, in_reply_to, refs, raw, position, conflict, first_seen, parse_error
+       from_addr, subject, in_reply_to, refs, raw, position, conflict, first_seen, parse_error,
+       truncated
 FROM messages
 WHERE id IN (SELECT value::bigint FROM jsonb_array_elements_text(:ids::jsonb))
 
