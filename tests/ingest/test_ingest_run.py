@@ -363,9 +363,19 @@ def test_cli_load_run_json_and_rerun(site: LandingSite, store_url: str, tmp_path
     assert main([*flags, "ingest", "run", "--retry", "no-such-status"]) == 2
 
 
+def _children(pid: int) -> set[int]:
+    try:
+        return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:  # it has ended
+        return set()
+
+
+@pytest.mark.parametrize("shards", [1, 2])
 def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_each(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    backend: str, shards: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """With two shards each runs in a process of its own, and those die with the
+    command: nothing writes on after the kill."""
     import os
     import signal
 
@@ -395,20 +405,38 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
             )
         )
         home.run("ingest", "load", str(dump), "--source", "k")
-        args = ("ingest", "run", "--allow-private", "--delay", "0", "-w", "8")
+        args = (
+            "ingest",
+            "run",
+            "--allow-private",
+            "--delay",
+            "0",
+            "-w",
+            "8",
+            "--shards",
+            str(shards),
+        )
         proc = home.start(*args)
         deadline = time.monotonic() + 120
         done = 0
+        children: set[int] = set()
         while done < 60:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.02)
+            children |= _children(proc.pid)
             try:
                 done = len(home.query("SELECT base_url FROM ingest_results"))
             except Exception:  # the store or its tables do not exist yet
                 continue
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
+        if shards > 1:  # its shards' processes (forked first thing), gone with it
+            assert len(children) >= shards
+            deadline = time.monotonic() + 30
+            while any(Path(f"/proc/{c}").exists() for c in children):
+                assert time.monotonic() < deadline, "a shard's process outlived the kill"
+                time.sleep(0.02)
         assert 60 <= len(home.query("SELECT base_url FROM ingest_results")) < n
         home.run(*args)
         fetched = site.counts()
