@@ -329,6 +329,39 @@ def test_many_urls_are_handed_out_page_by_page(
     assert len(warc_responses(config.home)) == 40
 
 
+def test_a_shard_ends_only_once_its_last_commit_is_in(
+    site: LandingSite, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit made in the background when the last walk ends is awaited before the
+    shard says it is done: else the process ended with it in flight, the run "ok" and
+    its last URLs without results (seen after a kill -9 and a rerun)."""
+    from thresher.ingest import engine
+
+    run_in_store = AsyncStore.run
+    calls: list[str] = []
+
+    async def slow_first_commit(self: AsyncStore, fn: Any, write: bool = True) -> Any:
+        if getattr(fn, "__qualname__", "").startswith("IngestEngine._commit"):
+            calls.append(fn.__qualname__)
+            if len(calls) == 1:  # the first, in the background: no connection free yet
+                await asyncio.sleep(3.0)
+        return await run_in_store(self, fn, write)
+
+    monkeypatch.setattr(engine, "COMMIT_SECONDS", 0.01)  # each walk's result soon
+    monkeypatch.setattr(AsyncStore, "run", slow_first_commit)
+    for i in range(5):
+        site.pages[f"/c/{i}.pdf"] = Page(
+            pdf_bytes(f"c{i}"), content_type="application/pdf", hang=0.05
+        )
+    config = make_config(store_url, tmp_path / "home", workers=1)
+    load(config, {f"c{i}": site.url(f"/c/{i}.pdf") for i in range(5)})
+    report = run(config)
+    assert report.sources[0].outcome == "ok"
+    assert len(calls) >= 2  # the last commit was made while the first waited
+    assert len(by_url(config)) == 5
+    assert table(config, "ingest_queue") == []
+
+
 def test_cli_load_run_json_and_rerun(site: LandingSite, store_url: str, tmp_path: Path) -> None:
     if store_url.startswith("sqlite"):  # the fixture's SQLite file is HOME/thresher.db
         home = Path(store_url.removeprefix("sqlite:///")).parent
