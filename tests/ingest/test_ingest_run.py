@@ -496,6 +496,45 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
     assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]
 
 
+def test_two_shards_run_in_two_processes_each_with_a_warc_slot_of_its_own(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The shards of one worker used to share its WARC slot once each had a process of
+    its own: one took the slot from the other (SlotLost) and the run limped on retries."""
+    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
+    home = Home(tmp_path / "home", db)
+    n = 200
+    with LandingSite(hosts=4) as site:
+        for i in range(n):
+            site.pages[f"/s/{i}.pdf"] = Page(pdf_bytes(f"s{i}"), content_type="application/pdf")
+        dump = tmp_path / "dump.jsonl"
+        dump.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "ingest_type": "pdf",
+                        "base_url": site.url(f"/s/{i}.pdf", i % 4),
+                        "link_source_id": str(i),
+                    }
+                )
+                + "\n"
+                for i in range(n)
+            )
+        )
+        home.run("ingest", "load", str(dump), "--source", "s")
+        args = ("ingest", "run", "--allow-private", "--delay", "0", "-c", "4", "--shards", "2")
+        out = json.loads(home.run(*args, "--json").stdout)
+        assert out["status"] == "ok" and out["statuses"] == {"success": n}
+        assert all(c == 1 for c in site.counts().values()) and len(site.counts()) == n
+    shards = home.query("SELECT attempts, result FROM jobs WHERE kind = 'ingest.shard'")
+    assert [s["attempts"] for s in shards] == [1, 1]  # none lost its slot and was retried
+    # Two slots, each given back (no owner) as its shard ended.
+    slots = home.query("SELECT name, owner FROM warc_slots ORDER BY name")
+    assert [(s["name"], s["owner"]) for s in slots] == [("ingest-1", None), ("ingest-2", None)]
+    records = warc_responses(home.path)
+    assert len(records) == n == len({hashlib.sha1(p).hexdigest() for _, p in records})
+
+
 def test_ingest_run_detached_is_done_by_two_workers(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

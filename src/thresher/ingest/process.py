@@ -19,7 +19,7 @@ from ..frontier import Politeness
 from ..jobs.child import run_in_child
 from ..jobs.worker import is_dead_here
 from ..store.aio import AsyncStore
-from .archive import IngestArchive
+from .archive import IngestArchive, engine_owner
 from .engine import IngestEngine, IngestSettings, ShardSummary
 
 __all__ = ["ShardWork", "ingest_in_child"]
@@ -64,7 +64,7 @@ class ShardWork:
         )
         archive = IngestArchive(
             self.warc_dir,
-            self.owner,
+            engine_owner(self.owner, self.shard),
             clock,
             lease_seconds=self.lease_seconds,
             is_dead=is_dead_here,
