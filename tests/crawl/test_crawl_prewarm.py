@@ -1,5 +1,5 @@
 """`thresher crawl --shards N` forks its shard processes first thing, before it has threads
-or a store (`thresher.crawl.process.prewarm`), and so does `thresher run` for its sharded
+or a store (`thresher.jobs.child.prewarm`), and so does `thresher run` for its sharded
 web sources: they start crawling with every module imported. Forks no crawl takes are
 stopped, a dead one is replaced by a spawned process, and a test's own process is never
 forked."""
@@ -22,7 +22,7 @@ from fleet import crawled, descendants, scope_of, wait_for_pages
 from test_crawl_cli import make_home
 
 from cli_proc import Home
-from thresher.crawl.process import prewarm, release_prewarmed
+from thresher.jobs.child import prewarm, release_prewarmed
 
 
 def cmdline(pid: int) -> list[str]:
@@ -57,7 +57,7 @@ def start_sharded_crawl(home: Home, site: SiteServer, seeds: list[str]) -> Popen
 
 def forked_shards(proc: Popen[str], count: int) -> list[int]:
     """The `count` shard processes of the command `proc`, once started; each a fork: the
-    command's own command line, not `python -m thresher.crawl.process`."""
+    command's own command line, not `python -m thresher.jobs.child`."""
     deadline = time.monotonic() + 60
     while len(children := descendants(proc.pid)) < count:
         assert proc.poll() is None, proc.communicate()
@@ -94,16 +94,16 @@ def test_forks_no_crawl_took_stop_when_released_or_when_the_command_ends() -> No
     script = """
         import json, sys
         from pathlib import Path
-        from thresher.crawl import process
+        from thresher.jobs import child
         from thresher.runtime import tune_process
         tune_process()
-        process.prewarm(2)
-        first = [c.pid for c in process._forked]
-        process.release_prewarmed()
+        child.prewarm(2)
+        first = [c.pid for c in child._forked]
+        child.release_prewarmed()
         # Reaped: not even a zombie is left.
         left = [p for p in first if Path(f"/proc/{p}").exists()]
-        process.prewarm(2)
-        at_exit = [c.pid for c in process._forked]
+        child.prewarm(2)
+        at_exit = [c.pid for c in child._forked]
         print(json.dumps({"first": first, "left": left, "at_exit": at_exit}))
         sys.stdout.flush()
     """
@@ -121,13 +121,14 @@ def test_a_fork_that_died_waiting_is_replaced_by_a_spawned_process(
         from pathlib import Path
         from thresher.crawl import CrawlSettings
         from thresher.crawl import process
+        from thresher.jobs import child
         from thresher.runtime import tune_process
         from thresher.store import open_store
         store_url, warc, seed, scope = sys.argv[1:5]
         open_store(store_url).close()  # made and migrated, and closed before forking
         tune_process()
-        process.prewarm(1)
-        pid = process._forked[0].pid
+        child.prewarm(1)
+        pid = child._forked[0].pid
         os.kill(pid, signal.SIGKILL)
         while open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
             pass  # until it is dead (a zombie: not reaped yet)
@@ -138,7 +139,7 @@ def test_a_fork_that_died_waiting_is_replaced_by_a_spawned_process(
             log_level=20,
         )
         summary = asyncio.run(process.crawl_in_child(spec))
-        print(json.dumps({"pages": summary.pages, "forks_left": len(process._forked)}))
+        print(json.dumps({"pages": summary.pages, "forks_left": len(child._forked)}))
     """
     with SiteServer(hosts=2) as site:
         seeds = build_site(site, pages_per_host=10)

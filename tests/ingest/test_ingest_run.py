@@ -329,6 +329,39 @@ def test_many_urls_are_handed_out_page_by_page(
     assert len(warc_responses(config.home)) == 40
 
 
+def test_a_shard_ends_only_once_its_last_commit_is_in(
+    site: LandingSite, store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit made in the background when the last walk ends is awaited before the
+    shard says it is done: else the process ended with it in flight, the run "ok" and
+    its last URLs without results (seen after a kill -9 and a rerun)."""
+    from thresher.ingest import engine
+
+    run_in_store = AsyncStore.run
+    calls: list[str] = []
+
+    async def slow_first_commit(self: AsyncStore, fn: Any, write: bool = True) -> Any:
+        if getattr(fn, "__qualname__", "").startswith("IngestEngine._commit"):
+            calls.append(fn.__qualname__)
+            if len(calls) == 1:  # the first, in the background: no connection free yet
+                await asyncio.sleep(3.0)
+        return await run_in_store(self, fn, write)
+
+    monkeypatch.setattr(engine, "COMMIT_SECONDS", 0.01)  # each walk's result soon
+    monkeypatch.setattr(AsyncStore, "run", slow_first_commit)
+    for i in range(5):
+        site.pages[f"/c/{i}.pdf"] = Page(
+            pdf_bytes(f"c{i}"), content_type="application/pdf", hang=0.05
+        )
+    config = make_config(store_url, tmp_path / "home", workers=1)
+    load(config, {f"c{i}": site.url(f"/c/{i}.pdf") for i in range(5)})
+    report = run(config)
+    assert report.sources[0].outcome == "ok"
+    assert len(calls) >= 2  # the last commit was made while the first waited
+    assert len(by_url(config)) == 5
+    assert table(config, "ingest_queue") == []
+
+
 def test_cli_load_run_json_and_rerun(site: LandingSite, store_url: str, tmp_path: Path) -> None:
     if store_url.startswith("sqlite"):  # the fixture's SQLite file is HOME/thresher.db
         home = Path(store_url.removeprefix("sqlite:///")).parent
@@ -363,9 +396,19 @@ def test_cli_load_run_json_and_rerun(site: LandingSite, store_url: str, tmp_path
     assert main([*flags, "ingest", "run", "--retry", "no-such-status"]) == 2
 
 
+def _children(pid: int) -> set[int]:
+    try:
+        return {int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
+    except OSError:  # it has ended
+        return set()
+
+
+@pytest.mark.parametrize("shards", [1, 2])
 def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_each(
-    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+    backend: str, shards: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """With two shards each runs in a process of its own, and those die with the
+    command: nothing writes on after the kill."""
     import os
     import signal
 
@@ -395,20 +438,38 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
             )
         )
         home.run("ingest", "load", str(dump), "--source", "k")
-        args = ("ingest", "run", "--allow-private", "--delay", "0", "-w", "8")
+        args = (
+            "ingest",
+            "run",
+            "--allow-private",
+            "--delay",
+            "0",
+            "-w",
+            "8",
+            "--shards",
+            str(shards),
+        )
         proc = home.start(*args)
         deadline = time.monotonic() + 120
         done = 0
+        children: set[int] = set()
         while done < 60:
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline
             time.sleep(0.02)
+            children |= _children(proc.pid)
             try:
                 done = len(home.query("SELECT base_url FROM ingest_results"))
             except Exception:  # the store or its tables do not exist yet
                 continue
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
+        if shards > 1:  # its shards' processes (forked first thing), gone with it
+            assert len(children) >= shards
+            deadline = time.monotonic() + 30
+            while any(Path(f"/proc/{c}").exists() for c in children):
+                assert time.monotonic() < deadline, "a shard's process outlived the kill"
+                time.sleep(0.02)
         assert 60 <= len(home.query("SELECT base_url FROM ingest_results")) < n
         home.run(*args)
         fetched = site.counts()
@@ -433,6 +494,45 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
     # Few URLs were fetched twice: only those in flight at the kill.
     assert sum(c - 1 for c in fetched.values() if c > 1) < 60
     assert [r["outcome"] for r in home.query("SELECT outcome FROM source_runs")] == ["ok"]
+
+
+def test_two_shards_run_in_two_processes_each_with_a_warc_slot_of_its_own(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The shards of one worker used to share its WARC slot once each had a process of
+    its own: one took the slot from the other (SlotLost) and the run limped on retries."""
+    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
+    home = Home(tmp_path / "home", db)
+    n = 200
+    with LandingSite(hosts=4) as site:
+        for i in range(n):
+            site.pages[f"/s/{i}.pdf"] = Page(pdf_bytes(f"s{i}"), content_type="application/pdf")
+        dump = tmp_path / "dump.jsonl"
+        dump.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "ingest_type": "pdf",
+                        "base_url": site.url(f"/s/{i}.pdf", i % 4),
+                        "link_source_id": str(i),
+                    }
+                )
+                + "\n"
+                for i in range(n)
+            )
+        )
+        home.run("ingest", "load", str(dump), "--source", "s")
+        args = ("ingest", "run", "--allow-private", "--delay", "0", "-c", "4", "--shards", "2")
+        out = json.loads(home.run(*args, "--json").stdout)
+        assert out["status"] == "ok" and out["statuses"] == {"success": n}
+        assert all(c == 1 for c in site.counts().values()) and len(site.counts()) == n
+    shards = home.query("SELECT attempts, result FROM jobs WHERE kind = 'ingest.shard'")
+    assert [s["attempts"] for s in shards] == [1, 1]  # none lost its slot and was retried
+    # Two slots, each given back (no owner) as its shard ended.
+    slots = home.query("SELECT name, owner FROM warc_slots ORDER BY name")
+    assert [(s["name"], s["owner"]) for s in slots] == [("ingest-1", None), ("ingest-2", None)]
+    records = warc_responses(home.path)
+    assert len(records) == n == len({hashlib.sha1(p).hexdigest() for _, p in records})
 
 
 def test_ingest_run_detached_is_done_by_two_workers(

@@ -23,10 +23,10 @@ from rich.console import Console
 
 from ..crawl import CrawlSummary
 from ..crawl.ledger import COUNTERS
-from ..crawl.process import prewarm
 from ..errors import SourceError, UnknownSource
 from ..frontier import canonicalize, host_of
 from ..frontier.errors import InvalidURL
+from ..jobs.child import prewarm
 from ..plan import ExecutionPlan
 from ..sources import add_source, get_source
 from ..sources.directory import update_source

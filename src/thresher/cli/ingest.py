@@ -42,6 +42,7 @@ from ..ingest.requests import (
     load_requests,
 )
 from ..ingest.walk import MAX_HOPS
+from ..jobs.child import prewarm
 from ..plan import ExecutionPlan
 from ..sources import add_source, get_source
 from ..sources.ingest import INGEST_URL, ingest_warc_dir, parse_statuses
@@ -249,7 +250,8 @@ def _run_progress(
 @click.option(
     "--shards",
     type=limits.shards(),
-    help="Split the hosts over N engines, which `thresher worker` processes run apart [1].",
+    help="Split the hosts over N engines, each in a process of its own (a core each),"
+    " which `thresher worker` processes share [1].",
 )
 @click.option(
     "-c",
@@ -289,6 +291,9 @@ def run_command(
     resets are retried with backoff; the other statuses are final unless --retry names
     them. Runs as the source 'ingest', so `thresher run` fetches newly loaded requests
     too; an interrupted run resumes with the same command (keeping its selection)."""
+    shards = flags.get("shards") or 1
+    if shards > 1 and not detach:
+        prewarm(shards)  # first, while this process has one thread and no store open
     config = app.with_flags(workers=workers)
     options: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     retries = parse_statuses(",".join(retry))

@@ -18,10 +18,10 @@ from rich.console import Console
 
 from ..clock import SystemClock
 from ..config import Config
-from ..crawl.process import prewarm
 from ..crawl.settings import CrawlSettings
 from ..errors import ThresherError
 from ..jobs import Job
+from ..jobs.child import prewarm
 from ..plan import ExecutionPlan, RunReport, parse_duration
 from ..sources.directory import list_sources
 from ..store.aio import AsyncStore

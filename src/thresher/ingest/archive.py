@@ -48,7 +48,15 @@ from ..fetch import Response
 from ..store import Row, Tx
 from ..store.warc import PreparedExchange, WarcPosition, WarcWriter, sha1_digest
 
-__all__ = ["Digests", "Hasher", "IngestArchive", "Kept", "SlotLost", "digest"]
+__all__ = [
+    "Digests",
+    "Hasher",
+    "IngestArchive",
+    "Kept",
+    "SlotLost",
+    "digest",
+    "engine_owner",
+]
 
 log = logging.getLogger("thresher.ingest")
 
@@ -59,8 +67,20 @@ _COMPRESSED = frozenset(
 )  # fmt: skip
 
 # Slots in use by an engine of this process, by (directory, slot name): two engines of
-# one process (two shards in one worker) share its owner id, not a slot.
+# one process (two shards in one worker) share its owner id, not a slot. Engines in
+# processes of their own (the shards of a run of several) cannot see each other's: they
+# own their slots as `engine_owner(worker, shard)`.
 _IN_USE: set[tuple[Path, str]] = set()
+
+
+# New slot names tried in turn, when others are making theirs at the same moment.
+NEW_SLOT_TRIES = 16
+
+
+def engine_owner(worker: str, shard: int) -> str:
+    """The owner of the slot of a worker's engine for `shard`, when engines of one worker
+    run in processes of their own: its own, and still alive or dead with its worker."""
+    return f"{worker}#{shard}"
 
 
 class SlotLost(TransientError):
@@ -364,11 +384,15 @@ class IngestArchive:
                 "claim_warc_slot", name=slot["name"], owner=self.owner, old=slot["owner"], now=now
             ):
                 return {**slot, "owner": self.owner}
-        name = f"{self.group}-{max(slots, default=0) + 1}"
-        row = tx.one("insert_warc_slot", name=name, owner=self.owner, now=now)
-        if row is None:  # another process made it just now: the next attempt sees it
-            raise SlotLost(f"WARC slot {name} was made by another worker at once; try again")
-        return row
+        # A new one. Engines starting together (a run's shards) make new slots at once:
+        # the one that finds its name taken tries the next.
+        first = max(slots, default=0) + 1
+        for number in range(first, first + NEW_SLOT_TRIES):
+            name = f"{self.group}-{number}"
+            row = tx.one("insert_warc_slot", name=name, owner=self.owner, now=now)
+            if row is not None:
+                return row
+        raise SlotLost(f"WARC slot {name} was made by another worker at once; try again")
 
 
 def _free(slot: Row, stale: float, is_dead: Callable[[Row], bool]) -> bool:

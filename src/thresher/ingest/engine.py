@@ -247,11 +247,14 @@ class IngestEngine:
                 self._start(self._ready.popleft(), now)
             if self._committing is None and self._commit_due():
                 self._committing = asyncio.ensure_future(self._commit_in_background())
+            # Done only once no commit is in flight either: a shard that ended with one
+            # in the background let its process end with it, and lost those results.
             if (
                 not self._walks
                 and not self._finishing
                 and not self._waiting
                 and self._loading is None
+                and self._committing is None
             ):
                 if self._exhausted and not self._later:
                     return

@@ -18,7 +18,6 @@ the job system's cost per job (a claim and a commit, 1-2 ms of CPU) is not paid 
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import os
@@ -28,18 +27,16 @@ from typing import Any
 
 from ..errors import SourceError
 from ..fetch import FetchSettings
-from ..fetch.leases import StickyLeases
-from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
 from ..ingest import ledger
-from ..ingest.archive import IngestArchive
-from ..ingest.engine import IngestEngine, IngestSettings
+from ..ingest.engine import IngestSettings
 from ..ingest.ledger import Filler, Selection
+from ..ingest.process import ShardWork, ingest_in_child
 from ..ingest.requests import INGEST_TYPES
 from ..ingest.walk import MAX_HOPS, STATUSES
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.spread import take_share
-from ..jobs.worker import HANDLER_MAX_BODY, is_dead_here
+from ..jobs.worker import HANDLER_MAX_BODY
 from ..store import Tx
 from .types import Option, SourceType, register_type
 
@@ -165,32 +162,29 @@ async def _run(ctx: JobContext) -> Outcome:
 
 @register("ingest.shard")
 async def _shard(ctx: JobContext) -> Outcome:
-    """One shard's URLs, walked by an ingest engine in this process."""
+    """One shard's URLs, walked by an ingest engine: in this process when the run has
+    one shard, in a child process of its own when it has several (shards are there to
+    use more cores)."""
     p = ctx.job.payload
     shard, shards, opts = int(p["shard"]), int(p["shards"]), dict(p["options"])
     if shards > 1:
         await take_share(ctx, shards, "ingest shard")
     config = ctx.config
     extra = _read_blocklist(str(opts["blocklist"])) if opts.get("blocklist") else ()
-    settings = IngestSettings(
-        max_hops=int(opts["max_hops"] if opts.get("max_hops") is not None else MAX_HOPS),
-        max_bytes=int(opts.get("max_bytes") or INGEST.options["max_bytes"].default),
-        blocklist=extra,
-        concurrency=config.workers,
-        max_attempts=config.max_attempts,
-        backoff_base=config.backoff_base,
-        backoff_max=config.backoff_max,
-    )
     delay = float(config.delay if opts.get("delay") is None else opts["delay"])
-    # Workers of a PostgreSQL store share the hosts' turns, and so do the shards of a
-    # run on SQLite, each of which may be in a `thresher worker` of its own.
-    leases = None
-    if ctx.leases is not None or shards > 1:
-        leases = StickyLeases(
-            ctx.store, ctx.owner, lease_seconds=config.lease_seconds, is_dead=is_dead_here
-        )
-    fetcher = PoliteFetcher(
-        FetchSettings(
+    assert ctx.job.source_run_id is not None
+    work = ShardWork(
+        settings=IngestSettings(
+            max_hops=int(opts["max_hops"] if opts.get("max_hops") is not None else MAX_HOPS),
+            max_bytes=int(opts.get("max_bytes") or INGEST.options["max_bytes"].default),
+            blocklist=extra,
+            # A run-wide setting, as a crawl's: each shard has its part of it.
+            concurrency=max(1, config.workers // shards + (shard < config.workers % shards)),
+            max_attempts=config.max_attempts,
+            backoff_base=config.backoff_base,
+            backoff_max=config.backoff_max,
+        ),
+        fetch=FetchSettings(
             user_agent=config.user_agent,
             total_timeout=config.http_timeout,
             stall_timeout=config.stall_timeout,
@@ -200,38 +194,22 @@ async def _shard(ctx: JobContext) -> Outcome:
             max_decoded=HANDLER_MAX_BODY,
             limit=max(100, 2 * config.workers),
         ),
-        Politeness(delay=delay, ip_delay=delay / 2),
-        ctx.clock,
+        politeness=Politeness(delay=delay, ip_delay=delay / 2),
         max_defer=config.defer_max,
-        leases=leases,
-    )
-    archive = IngestArchive(
-        ingest_warc_dir(config.home),
-        ctx.owner,
-        ctx.clock,
+        run=ctx.job.source_run_id,
+        shard=shard,
+        store_url=config.store_url,
+        warc_dir=ingest_warc_dir(config.home),
+        job=ctx.job.id,
+        owner=ctx.owner,
+        shared_leases=ctx.leases is not None or shards > 1,
         lease_seconds=config.lease_seconds,
-        is_dead=is_dead_here,
+        log_level=logging.getLogger("thresher").getEffectiveLevel(),
     )
-    assert ctx.job.source_run_id is not None
-    async with fetcher:
-        engine = IngestEngine(
-            settings,
-            run=ctx.job.source_run_id,
-            shard=shard,
-            store=ctx.store,
-            fetcher=fetcher,
-            archive=archive,
-            clock=ctx.clock,
-            job=ctx.job.id,
-            owner=ctx.owner,
-            leases=leases,
-            stopping=ctx.stopping,
-        )
-        try:
-            summary = await engine.run()
-        finally:
-            if leases is not None:
-                await asyncio.shield(leases.release(ctx.clock.now(), every=True))
+    if shards > 1:
+        summary = await ingest_in_child(work, ctx.stopping)
+    else:
+        summary = await work.on(ctx.store, ctx.clock, ctx.stopping)
     return Outcome(result=summary.as_dict())
 
 

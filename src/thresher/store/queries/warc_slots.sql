@@ -3,10 +3,12 @@
 
 -- name: warc_slots_with_owners
 -- With the owner's worker row (NULL columns when it has none), to tell a live owner
--- from a dead one.
+-- from a dead one. An engine in a process of its own owns its slot as its worker's
+-- owner, '#' and its shard (thresher.ingest.archive): its worker's row says if it lives.
 SELECT s.name, s.owner, s.filename, s.position, w.hostname, w.pid, w.boot_id,
        w.heartbeat, w.stopped
-FROM warc_slots s LEFT JOIN workers w ON w.owner = s.owner
+FROM warc_slots s LEFT JOIN workers w
+    ON w.owner = s.owner OR substr(s.owner, 1, length(w.owner) + 1) = w.owner || '#'
 WHERE s.name LIKE :prefix
 ORDER BY s.name
 
