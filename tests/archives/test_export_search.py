@@ -490,6 +490,28 @@ def test_search_newest_first_on_equal_rank(store: Store, db: RawDB) -> None:
         for i, d in enumerate([T0, None, T0 + 100, T0 - 100])
     ]
     assert search_ids(store, "same") == [ids[2], ids[0], ids[3], ids[1]]
+    # Cut to a page, equal scores still sort by date, not by which was scored first.
+    assert search_ids(store, "same", limit=2) == [ids[2], ids[0]]
+
+
+def test_search_ranks_only_the_newest_matches(store: Store, db: RawDB) -> None:
+    """The newest `ranked` matches (of the list asked for) are ranked, not every match."""
+    ids = fill_search(db)
+
+    def ranked(ranked: int, source: str | None = None, limit: int = 1) -> list[int]:
+        with store.transaction(write=False) as tx:
+            rows = search_messages(tx, store.backend, "release", source, limit, ranked)
+        return [r["id"] for r in rows]
+
+    full = search_ids(store, "release")
+    assert set(full) == {ids[0], ids[1], ids[3]}
+    assert ranked(3, limit=3) == ranked(10_000, limit=3) == full
+    assert set(ranked(2, limit=2)) == {ids[1], ids[3]}
+    assert ranked(2, limit=1) == [i for i in full if i in (ids[1], ids[3])][:1]
+    # The list is chosen before the newest are taken: ids[3] (users) is not counted.
+    assert ranked(1, "dev") == [ids[1]]
+    # A page is never shorter than asked for because of the cap.
+    assert len(ranked(1, limit=3)) == 3
 
 
 def test_split_snippet() -> None:

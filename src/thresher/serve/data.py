@@ -58,7 +58,7 @@ PAGE = 50
 MONTH_CAP = 10_000
 # A thread stops growing here (a runaway References chain must not read the list).
 THREAD_CAP = 2_000
-# Search results beyond this many are not paged to (the engine ranks every hit).
+# Search results beyond this many are not paged to (each page is searched afresh).
 SEARCH_CAP = 500
 # URL states of a crawl, as the ledger writes them, in the order the page shows them.
 CRAWL_STATES = ("done", "error", "redirect", "robots", "capped", "queued")
