@@ -259,13 +259,13 @@ def test_export_batches_are_bounded_by_bytes_too(
     for i, raw in enumerate(raws):
         insert_message(db, raw, position=i, month="2024-01")
     queries: list[int] = []
-    real = export_module._fetch
+    real = export_module.messages_by_id
 
     def counted(tx: Any, ids: list[int]) -> Any:
         queries.append(len(ids))
         return real(tx, ids)
 
-    monkeypatch.setattr("thresher.archives.export._fetch", counted)
+    monkeypatch.setattr("thresher.archives.export.messages_by_id", counted)
     with store.transaction(write=False) as tx:
         assert [bytes(r["raw"]) for r in iter_messages(tx, "dev")] == raws
     assert queries == [2, 2, 2, 1]  # 53 bytes each: two fit in 110

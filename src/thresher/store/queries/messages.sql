@@ -5,9 +5,15 @@
 -- The export reads the ids in order first, then the messages a batch at a time, so a
 -- list of any size is never held in memory. Messages without a byte position (archives
 -- that are not mbox files) come after the others of their month.
-SELECT id, length(raw) AS size FROM messages
-WHERE source = :source AND month = coalesce(:month, month)
+SELECT id, length(raw) AS size FROM messages WHERE source = :source
 ORDER BY month, position IS NULL, position, id
+
+-- name: export_month_message_ids
+-- The same for one month, a query of its own: `month = coalesce(:month, month)` read
+-- every entry of the list in the index (18 ms for a month of a 250,000-message list,
+-- against 0.6 ms seeking to the month).
+SELECT id, length(raw) AS size FROM messages WHERE source = :source AND month = :month
+ORDER BY position IS NULL, position, id
 
 -- name: export_messages_by_id
 -- :ids is a JSON array of message ids.
