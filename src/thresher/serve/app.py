@@ -1,9 +1,11 @@
 """The aiohttp application of `thresher serve`: routes, access control, safe headers,
 errors as pages, and the server's life from bind to a clean stop.
 
-Why a middleware sets the headers: every response gets them, errors and static files
-included, and a route serving harvested bytes sets its own stricter policy (sandbox),
-which the middleware leaves alone.
+Why the headers are set as each response is prepared (on_response_prepare), not by the
+middleware after the handler: every response gets them, errors, static files and the
+streamed ones (an mbox, the event stream) included, which a streamed response has sent
+before the middleware sees it; a route serving harvested bytes sets its own stricter
+policy (sandbox), which is left alone.
 """
 
 from __future__ import annotations
@@ -107,14 +109,17 @@ def make_app(ctx: Context) -> web.Application:
             except Exception:  # a bug: logged with its traceback, a page for the browser
                 log.exception("%s %s", request.method, request.path_qs)
                 resp = _error(ctx, request, 500, "internal error: see the server's log")
+        return resp
+
+    async def safe_headers(request: web.Request, resp: web.StreamResponse) -> None:
         resp.headers.setdefault("Content-Security-Policy", CSP_PAGE)
         resp.headers["X-Content-Type-Options"] = "nosniff"
         resp.headers["Referrer-Policy"] = "no-referrer"
         resp.headers["X-Frame-Options"] = "DENY"
         resp.headers.setdefault("Cache-Control", "no-store")
-        return resp
 
     app = web.Application(middlewares=[guard])
+    app.on_response_prepare.append(safe_headers)
 
     async def static_file(request: web.Request) -> web.Response:
         found = static.get(request.match_info["file"])
