@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 
 from thresher.serve.auth import Access
-from thresher.serve.context import Context
+from thresher.serve.context import CACHE_SECONDS, Context
 from thresher.serve.pages import warm
 from thresher.store import Tx, open_store
 from thresher.store.aio import AsyncStore
@@ -109,10 +109,32 @@ def test_start_up_reads_the_dashboard_and_ingest_counts(tmp_path: Path) -> None:
     async def run() -> None:
         async with context(tmp_path) as ctx:
             await warm(ctx)
-            # The cache's keys are (key, store fingerprint, period).
-            cached = {cast(tuple[Any, ...], full)[0]: v for full, v in ctx._cache.items()}
+            # The cache: (key, store fingerprint) -> (value, when it was read).
+            cached = {cast(tuple[Any, ...], full)[0]: v[0] for full, v in ctx._cache.items()}
             assert set(cached) == {("dashboard",), ("ingest stats",)}
             dashboard = cached[("dashboard",)]
             assert set(dashboard) == {"status", "extra"} and dashboard["status"]["sources"] == []
+
+    asyncio.run(run())
+
+
+def test_a_read_is_served_again_for_the_cache_period_from_when_it_was_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not to the end of a fixed 10-second slot: what start-up reads is not thrown away
+    by the first request because a slot happened to end in between."""
+    now = [1000.0]
+    monkeypatch.setattr("thresher.serve.context._clock", lambda: now[0])
+
+    async def run() -> None:
+        async with context(tmp_path) as ctx:
+            gate = threading.Event()
+            gate.set()
+            read, calls = counted("value", gate)
+            assert await ctx.read_cached(("a",), read) == "value"
+            now[0] += CACHE_SECONDS - 0.1
+            assert await ctx.read_cached(("a",), read) == "value" and len(calls) == 1
+            now[0] += 0.2
+            assert await ctx.read_cached(("a",), read) == "value" and len(calls) == 2
 
     asyncio.run(run())
