@@ -361,10 +361,12 @@ def test_upgrade_to_message_identity_merges_rewrapped_copies(store_url: str) -> 
                     {**fields, "key": "new@x", "sha256": "0", "norm_sha256": "0", "raw": b"x"},
                 ],
             )  # fmt: skip
-            ids = [r["id"] for r in tx.all("export_message_ids", source="dev", month=None)]
+            ids = [r["id"] for r in tx.all("export_message_ids", source="dev")]
             assert len(ids) == 5 and max(ids) > 7
             tx.execute("index_new_messages", after=7)
-            hits = tx.all("search_messages", fts='"words"', terms='["words"]', source=None, limit=9)
+            hits = tx.all(
+                "search_messages", fts='"words"', terms='["words"]', source=None, limit=9, ranked=9
+            )
             assert len(hits) == 6  # the 4 + 1 kept of dev, the one of other, the new one
         if sqlite:
             conn = sqlite3.connect(store_url.removeprefix("sqlite:///"))

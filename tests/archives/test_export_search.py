@@ -6,6 +6,7 @@ queries), so these tests only rely on the `messages` table of the migration.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import io
@@ -28,6 +29,7 @@ from thresher.archives import export as export_module
 from thresher.archives.export import envelope, export_messages, iter_messages, write_mboxrd
 from thresher.archives.mbox import is_envelope, split_mbox
 from thresher.archives.normal import normal_digest
+from thresher.archives.rows import whole_message_path
 from thresher.archives.search import fts5_query, parse_query, search_messages, split_snippet
 from thresher.cli.main import main
 from thresher.errors import UsageError
@@ -259,16 +261,70 @@ def test_export_batches_are_bounded_by_bytes_too(
     for i, raw in enumerate(raws):
         insert_message(db, raw, position=i, month="2024-01")
     queries: list[int] = []
-    real = export_module._fetch
+    real = export_module.messages_by_id
 
     def counted(tx: Any, ids: list[int]) -> Any:
         queries.append(len(ids))
         return real(tx, ids)
 
-    monkeypatch.setattr("thresher.archives.export._fetch", counted)
+    monkeypatch.setattr("thresher.archives.export.messages_by_id", counted)
     with store.transaction(write=False) as tx:
         assert [bytes(r["raw"]) for r in iter_messages(tx, "dev")] == raws
     assert queries == [2, 2, 2, 1]  # 53 bytes each: two fit in 110
+
+
+def test_serve_sends_a_month_as_export_writes_it(
+    store: Store, store_url: str, db: RawDB, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`thresher serve` streams a month's mbox a batch (and a transaction) at a time: the
+    bytes of `thresher export --month`, through several batches."""
+    from aiohttp import ClientSession
+    from aiohttp.test_utils import TestServer
+
+    from thresher.serve.app import make_app
+    from thresher.serve.auth import Access
+    from thresher.serve.context import Context
+    from thresher.store.aio import AsyncStore
+
+    monkeypatch.setattr("thresher.archives.export.BATCH", 3)
+    add_list(store, "dev")
+    fill_dev(db)
+    for i in range(8):
+        insert_message(db, f"Subject: {i}\n\nFrom {i}\n".encode(), position=1000 + i)
+    # One cut short in the index and kept whole in its file: sent whole, as exported.
+    whole = b"Subject: long\n\n" + b"From a long line\n" * 1000
+    digest = hashlib.sha256(whole).hexdigest()
+    cut = insert_message(db, whole[:100], position=2000, sha256=digest)
+    db.conn.execute(f"UPDATE messages SET truncated = 'max_message_bytes' WHERE id = {cut}")
+    if db.sqlite:
+        db.conn.commit()
+    (tmp_path / whole_message_path(digest)).parent.mkdir(parents=True)
+    (tmp_path / whole_message_path(digest)).write_bytes(whole)
+    out = io.BytesIO()
+    with store.transaction(write=False) as tx:
+        export_messages(tx, "dev", "2024-01", "mbox", out, tmp_path)
+    expected = out.getvalue()
+    assert expected.count(b"\nFrom ") + 1 == 3 + 8 + 1
+    assert expected.count(b">From a long line\n") == 1000
+
+    async def get(path: str) -> tuple[int, str, bytes]:
+        aio = await AsyncStore(store_url, 2, readonly=True).open()
+        info = {"backend": store.backend, "url": store_url, "schema_version": 0}
+        server = TestServer(make_app(Context(aio, tmp_path, 60.0, Access(None), info)))
+        try:
+            await server.start_server()
+            async with ClientSession() as session, session.get(server.make_url(path)) as resp:
+                return resp.status, resp.headers.get("Transfer-Encoding", ""), await resp.read()
+        finally:
+            await server.close()
+            await aio.close()
+
+    status, encoding, body = asyncio.run(get("/lists/dev/2024-01.mbox"))
+    assert status == 200 and encoding == "chunked" and body == expected
+    status, _encoding, body = asyncio.run(get("/lists/dev/2024-02.mbox"))
+    assert status == 200 and body == export_bytes(store, "mbox", "2024-02")
+    assert asyncio.run(get("/lists/dev/all.mbox"))[0] == 400
+    assert asyncio.run(get("/lists/nobody/2024-01.mbox"))[0] == 404
 
 
 @given(
@@ -490,6 +546,28 @@ def test_search_newest_first_on_equal_rank(store: Store, db: RawDB) -> None:
         for i, d in enumerate([T0, None, T0 + 100, T0 - 100])
     ]
     assert search_ids(store, "same") == [ids[2], ids[0], ids[3], ids[1]]
+    # Cut to a page, equal scores still sort by date, not by which was scored first.
+    assert search_ids(store, "same", limit=2) == [ids[2], ids[0]]
+
+
+def test_search_ranks_only_the_newest_matches(store: Store, db: RawDB) -> None:
+    """The newest `ranked` matches (of the list asked for) are ranked, not every match."""
+    ids = fill_search(db)
+
+    def ranked(ranked: int, source: str | None = None, limit: int = 1) -> list[int]:
+        with store.transaction(write=False) as tx:
+            rows = search_messages(tx, store.backend, "release", source, limit, ranked)
+        return [r["id"] for r in rows]
+
+    full = search_ids(store, "release")
+    assert set(full) == {ids[0], ids[1], ids[3]}
+    assert ranked(3, limit=3) == ranked(10_000, limit=3) == full
+    assert set(ranked(2, limit=2)) == {ids[1], ids[3]}
+    assert ranked(2, limit=1) == [i for i in full if i in (ids[1], ids[3])][:1]
+    # The list is chosen before the newest are taken: ids[3] (users) is not counted.
+    assert ranked(1, "dev") == [ids[1]]
+    # A page is never shorter than asked for because of the cap.
+    assert len(ranked(1, limit=3)) == 3
 
 
 def test_split_snippet() -> None:

@@ -79,6 +79,7 @@ def test_every_response_carries_the_safe_headers(served: Served) -> None:
     for path in ("/", "/lists/xss", "/api/status", "/metrics", "/static/live.js", "/nope"):
         status, headers, _ = request(served.url, path)
         assert headers["X-Content-Type-Options"] == "nosniff", path
+        assert headers["X-Frame-Options"] == "DENY" and headers["Referrer-Policy"], path
         csp = headers["Content-Security-Policy"]
         assert "script-src 'self'" in csp and "default-src 'none'" in csp, path
         assert "unsafe-inline" not in csp
@@ -86,12 +87,16 @@ def test_every_response_carries_the_safe_headers(served: Served) -> None:
         f"/lists/xss/message/{first}/raw",
         f"/lists/xss/message/{attached}/part/{part}",
         f"/lists/xss/message/{first}/raw?download=1",
+        "/lists/xss/2024-03.mbox",
+        f"/lists/xss/thread/{first}.mbox",
     )
     for path in harvested:
         status, headers, body = request(served.url, path)
         assert status == 200, path
         assert headers["Content-Security-Policy"].startswith("sandbox"), path
         assert headers["X-Content-Type-Options"] == "nosniff"
+        # Streamed ones too: sent before the handler returns.
+        assert headers["X-Frame-Options"] == "DENY" and headers["Cache-Control"] == "no-store"
         assert not headers["Content-Type"].startswith("text/html"), path
     status, headers, body = request(served.url, harvested[1])
     assert headers["Content-Type"] == "application/octet-stream"

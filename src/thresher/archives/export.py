@@ -61,7 +61,9 @@ __all__ = [
     "envelope",
     "export_messages",
     "iter_messages",
+    "message_batches",
     "message_json",
+    "messages_by_id",
     "write_jsonl",
     "write_mboxrd",
 ]
@@ -241,25 +243,37 @@ def iter_messages(tx: Tx, source: str, month: str | None = None) -> Iterator[Row
     """The stored messages of `source` (of one month if given) ordered by month, byte
     position in the month file (messages without one last), id; `BATCH` in memory, or
     fewer if they are more than `BATCH_BYTES`."""
+    for batch in message_batches(tx, source, month):
+        yield from messages_by_id(tx, batch)
+
+
+def message_batches(tx: Tx, source: str, month: str | None = None) -> Iterator[list[int]]:
+    """The ids of `iter_messages`, in its order, in batches of at most `BATCH` messages
+    and, unless one message is more, `BATCH_BYTES`."""
+    if month is None:
+        rows = tx.stream("export_message_ids", source=source)
+    else:
+        rows = tx.stream("export_month_message_ids", source=source, month=month)
     batch: list[int] = []
     size = 0
-    for row in tx.stream("export_message_ids", source=source, month=month):
+    for row in rows:
         if batch and size + int(row["size"] or 0) > BATCH_BYTES:
-            yield from _fetch(tx, batch)
+            yield batch
             batch, size = [], 0
         batch.append(int(row["id"]))
         size += int(row["size"] or 0)
         if len(batch) == BATCH:
-            yield from _fetch(tx, batch)
+            yield batch
             batch, size = [], 0
     if batch:
-        yield from _fetch(tx, batch)
+        yield batch
 
 
-def _fetch(tx: Tx, ids: list[int]) -> Iterator[Row]:
+def messages_by_id(tx: Tx, ids: list[int]) -> list[Row]:
+    """The messages `ids` (all fields `write_mboxrd` and `write_jsonl` need), in that
+    order; a message deleted since its id was read is skipped, not an error."""
     rows = {int(r["id"]): r for r in tx.all("export_messages_by_id", ids=json.dumps(ids))}
-    # A message deleted since its id was read is skipped, not an error.
-    return (rows[i] for i in ids if i in rows)
+    return [rows[i] for i in ids if i in rows]
 
 
 def check_month(month: str | None) -> None:

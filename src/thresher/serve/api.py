@@ -20,7 +20,7 @@ from ..store import Tx
 from . import data
 from .context import Context
 from .metrics import CONTENT_TYPE, collect_metrics
-from .pages import dashboard_data, int_param
+from .pages import dashboard_data, ingest_data, int_param
 
 __all__ = ["ENDPOINTS", "EVENT_POLL", "add_api_routes"]
 
@@ -107,11 +107,7 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
     async def ingest(request: web.Request) -> web.Response:
         status_ = request.query.get("status") or None
         after = (request.query.get("after_type", ""), request.query.get("after_url", ""))
-        return _json(
-            await ctx.read_cached(
-                ("ingest", status_, after), lambda tx: data.ingest_page(tx, status_, after)
-            )
-        )
+        return _json(await ingest_data(ctx, status_, after))
 
     async def runs(request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -124,12 +120,8 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
         return _json(await ctx.read(read))
 
     async def metrics(request: web.Request) -> web.Response:
-        now = time.time()
-
-        def read(tx: Tx) -> str:
-            return collect_metrics(tx, data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info))
-
-        text = await ctx.read_cached(("metrics",), read)
+        dashboard = await dashboard_data(ctx)
+        text = await ctx.read_cached(("metrics",), lambda tx: collect_metrics(tx, dashboard))
         return web.Response(text=text, headers={"Content-Type": CONTENT_TYPE})
 
     async def events(request: web.Request) -> web.StreamResponse:

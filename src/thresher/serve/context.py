@@ -3,11 +3,13 @@ templates, and the headers that make a response safe."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -31,8 +33,10 @@ __all__ = [
 T = TypeVar("T")
 
 # Pages computed under the same store fingerprint are served again for this long at
-# most (a worker that stops beating changes nothing in the store: it just goes quiet).
+# most after they were read (a worker that stops beating changes nothing in the store:
+# it just goes quiet).
 CACHE_SECONDS = 10.0
+_clock = time.monotonic
 CACHE_ENTRIES = 256
 
 # Every page: nothing but this server's own script, styles and fetches; no inline script
@@ -68,6 +72,7 @@ class Context:
     env: Environment = field(default_factory=environment)
     _cache: OrderedDict[Hashable, Any] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _running: dict[Hashable, asyncio.Future[Any]] = field(default_factory=dict)
 
     async def read(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` in a read-only transaction on a store thread."""
@@ -75,22 +80,47 @@ class Context:
 
     async def read_cached(self, key: Hashable, fn: Callable[[Tx], T]) -> T:
         """`read`, remembered: in the same transaction the store's fingerprint
-        (serve_fingerprint) is read first, and while it and the 10-second period are the
-        same, the page's data is not read again. Why: the aggregate pages (the status's
-        per-list counts, ingest stats) read many rows; a store where nothing moves
-        answers them from memory, one where harvests run recomputes them at most once per
-        change. The data is never changed by the caller."""
+        (serve_fingerprint) is read first, and while it is the same and the data less
+        than `CACHE_SECONDS` old, the page's data is not read again. Why: the aggregate
+        pages (the status's per-list counts, ingest stats) read many rows; a store where
+        nothing moves answers them from memory, one where harvests run recomputes them at
+        most once per change. A request for a key being read waits for that read rather
+        than starting another (two of the same aggregate would halve each other's speed
+        on the store threads). The data is never changed by the caller."""
+        running = self._running.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        future = asyncio.ensure_future(self._read_cached(key, fn))
+        self._running[key] = future
+        try:
+            return await asyncio.shield(future)
+        finally:
+            if future.done():
+                self._finished(key, future)
+            else:  # the caller was cancelled: the read goes on for the others
+                future.add_done_callback(partial(self._finished, key))
+
+    def _finished(self, key: Hashable, future: asyncio.Future[Any]) -> None:
+        if self._running.get(key) is future:
+            del self._running[key]
+        if not future.cancelled():
+            future.exception()  # retrieved: nobody may be left waiting for it
+
+    async def _read_cached(self, key: Hashable, fn: Callable[[Tx], T]) -> T:
 
         def run(tx: Tx) -> T:
             fingerprint = tuple((tx.one("serve_fingerprint") or {}).values())
-            full = (key, fingerprint, int(time.time() // CACHE_SECONDS))
+            full = (key, fingerprint)
             with self._lock:
-                if full in self._cache:
+                found = self._cache.get(full)
+                if found is not None and _clock() - found[1] < CACHE_SECONDS:
                     self._cache.move_to_end(full)
-                    return self._cache[full]  # type: ignore[no-any-return]
+                    return found[0]  # type: ignore[no-any-return]
+            read_at = _clock()
             value = fn(tx)
             with self._lock:
-                self._cache[full] = value
+                self._cache[full] = (value, read_at)
+                self._cache.move_to_end(full)
                 while len(self._cache) > CACHE_ENTRIES:
                     self._cache.popitem(last=False)
             return value

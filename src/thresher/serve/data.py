@@ -19,7 +19,6 @@ from ..archives.months import ALL, month_of, valid_month
 from ..archives.search import search_messages
 from ..clock import iso
 from ..errors import UsageError
-from ..ingest.report import ingest_stats
 from ..sources import get_source
 from ..sources.archives import ARCHIVE_TYPE_NAMES
 from ..sources.ingest import ingest_warc_dir
@@ -58,7 +57,7 @@ PAGE = 50
 MONTH_CAP = 10_000
 # A thread stops growing here (a runaway References chain must not read the list).
 THREAD_CAP = 2_000
-# Search results beyond this many are not paged to (the engine ranks every hit).
+# Search results beyond this many are not paged to (each page is searched afresh).
 SEARCH_CAP = 500
 # URL states of a crawl, as the ledger writes them, in the order the page shows them.
 CRAWL_STATES = ("done", "error", "redirect", "robots", "capped", "queued")
@@ -521,11 +520,10 @@ def capture(tx: Tx, name: str, key: int) -> Row:
 
 
 def ingest_page(
-    tx: Tx, status: str | None = None, after: tuple[str, str] = ("", "")
+    tx: Tx, stats: dict[str, Any], status: str | None = None, after: tuple[str, str] = ("", "")
 ) -> dict[str, Any]:
-    """`ingest stats --json` (key `stats`, unchanged), a page of results (of one status
-    if given) after the key `after`, and the ingest runs."""
-    stats = ingest_stats(tx)
+    """`stats` (`ingest stats --json`, `ingest_stats`, key `stats` unchanged), a page of
+    results (of one status if given) after the key `after`, and the ingest runs."""
     params = {"after_type": after[0], "after_url": after[1], "limit": PAGE + 1}
     if status:
         rows = tx.all("serve_ingest_results_of_status", status=status, **params)

@@ -8,22 +8,27 @@ with a binary type; what is shown inline (a raw message, a payload) goes as
 sandbox`, so even a browser that would guess HTML runs it in an opaque origin without
 script.
 
-Why an mbox is spooled first: the export runs in a store transaction on a store
-thread and writes as it reads (bounded memory, see `thresher.archives.export`); a
-spooled file (in memory up to 8 MiB, on disk beyond) hands it to the event loop
-without holding the transaction open while a slow client downloads.
+Why an mbox is sent a batch at a time, each read in a transaction of its own: the
+month's (or thread's) message ids are read first, then each batch (`BATCH` messages,
+`BATCH_BYTES` at most, as export batches them) is read in a short read transaction,
+written into a spool (in memory up to 8 MiB, on disk beyond) and sent. The first bytes
+leave after one batch, not after the whole month; memory is bounded; and a slow client
+never holds a transaction, or one of the server's few store connections, open while it
+downloads. The bytes are `thresher export`'s: the same order and writer, messages cut
+short in the index written whole from their files (a message deleted between two
+batches is left out, as export leaves it out).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import tempfile
+from functools import partial
 from typing import IO, Any, BinaryIO, cast
 
 from aiohttp import web
 
-from ..archives.export import export_messages, write_mboxrd
+from ..archives import export
 from ..sources.archives import ARCHIVE_TYPE_NAMES
 from ..sources.ingest import ingest_warc_dir
 from ..sources.web import warc_dir
@@ -51,16 +56,30 @@ def _headers(filename: str | None = None) -> dict[str, str]:
     return headers
 
 
-async def _send_spool(
-    request: web.Request, spool: IO[bytes], ctype: str, name: str
+async def _send_mbox(
+    ctx: Context, request: web.Request, batches: list[list[int]], filename: str
 ) -> web.StreamResponse:
-    resp = web.StreamResponse(headers={**_headers(name), "Content-Type": ctype})
-    spool.seek(0, 2)
-    resp.content_length = spool.tell()
-    spool.seek(0)
+    """The messages of `batches` as mboxrd, streamed a batch (and a transaction) at a
+    time; a message cut short in the index is written whole from its file, as export
+    writes it. Each batch is written into a spool on the store thread (file reads and
+    all), in memory up to 8 MiB and on disk beyond, then sent from it."""
+
+    def write(batch: list[int], tx: Tx) -> IO[bytes]:
+        spool = tempfile.SpooledTemporaryFile(_SPOOL)  # noqa: SIM115 (closed by the caller)
+        try:
+            export.write_mboxrd(export.messages_by_id(tx, batch), cast(BinaryIO, spool), ctx.home)
+        except BaseException:
+            spool.close()
+            raise
+        return spool
+
+    resp = web.StreamResponse(headers={**_headers(filename), "Content-Type": "application/mbox"})
     await resp.prepare(request)
-    while chunk := spool.read(_CHUNK):
-        await resp.write(chunk)
+    for batch in batches:
+        with await ctx.read(partial(write, batch)) as spool:
+            spool.seek(0)
+            while chunk := spool.read(_CHUNK):
+                await resp.write(chunk)
     await resp.write_eof()
     return resp
 
@@ -69,31 +88,23 @@ async def month_mbox(
     ctx: Context, request: web.Request, name: str, month: str
 ) -> web.StreamResponse:
     """The month's messages as mboxrd, exactly as `thresher export --month` writes them."""
-    with tempfile.SpooledTemporaryFile(_SPOOL) as spool:
 
-        def write(tx: Tx) -> int:
-            data.named_source(tx, name, ARCHIVE_TYPE_NAMES)
-            data.check_month(month)
-            return export_messages(tx, name, month, "mbox", cast(BinaryIO, spool))
+    def batches(tx: Tx) -> list[list[int]]:
+        data.named_source(tx, name, ARCHIVE_TYPE_NAMES)
+        data.check_month(month)
+        export.check_month(month)
+        return list(export.message_batches(tx, name, month))
 
-        await ctx.read(write)
-        return await _send_spool(request, spool, "application/mbox", f"{name}-{month}.mbox")
+    return await _send_mbox(ctx, request, await ctx.read(batches), f"{name}-{month}.mbox")
 
 
 async def thread_mbox(
     ctx: Context, request: web.Request, name: str, message: int
 ) -> web.StreamResponse:
     """The thread's messages as mboxrd, in reading order (the same writer as export)."""
-    with tempfile.SpooledTemporaryFile(_SPOOL) as spool:
-
-        def write(tx: Tx) -> int:
-            ids = data.thread_ids(data.thread_page(tx, name, message))
-            rows = {int(r["id"]): r for r in tx.all("export_messages_by_id", ids=json.dumps(ids))}
-            return write_mboxrd((rows[i] for i in ids if i in rows), cast(BinaryIO, spool))
-
-        await ctx.read(write)
-        filename = f"{name}-thread-{message}.mbox"
-        return await _send_spool(request, spool, "application/mbox", filename)
+    ids = await ctx.read(lambda tx: data.thread_ids(data.thread_page(tx, name, message)))
+    batches = [ids[i : i + export.BATCH] for i in range(0, len(ids), export.BATCH)]
+    return await _send_mbox(ctx, request, batches, f"{name}-thread-{message}.mbox")
 
 
 def add_download_routes(app: web.Application, ctx: Context) -> None:

@@ -47,7 +47,8 @@ class _Out:
 
 
 def collect_metrics(tx: Tx, dashboard: dict[str, Any]) -> str:
-    """The exposition text; `dashboard` is `data.dashboard(…)` of the same transaction."""
+    """The exposition text; `dashboard` is `data.dashboard(…)`, the dashboard's (read
+    under the same store fingerprint, see Context.read_cached)."""
     status = dashboard["status"]
     out = _Out()
     out.metric(

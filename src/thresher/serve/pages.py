@@ -12,13 +12,22 @@ from typing import Any
 from aiohttp import web
 
 from ..archives.export import UNDATED
+from ..ingest.report import ingest_stats
 from ..sources import list_sources
 from ..sources.archives import ARCHIVE_TYPE_NAMES
 from . import data
 from .charts import Bar, hbars, month_bars
 from .context import Context
 
-__all__ = ["MONTH_NAMES", "add_page_routes", "dashboard_data", "int_param", "snippet_pieces"]
+__all__ = [
+    "MONTH_NAMES",
+    "add_page_routes",
+    "dashboard_data",
+    "ingest_data",
+    "int_param",
+    "snippet_pieces",
+    "warm",
+]
 
 MONTH_NAMES = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _JOB_CSS = {"failed": "bar-bad", "done": "bar-ok", "waiting": "bar-open"}
@@ -51,6 +60,24 @@ async def dashboard_data(ctx: Context) -> dict[str, Any]:
     return await ctx.read_cached(
         ("dashboard",), lambda tx: data.dashboard(tx, now, ctx.lease_seconds, ctx.store_info)
     )
+
+
+async def ingest_data(
+    ctx: Context, status: str | None, after: tuple[str, str] = ("", "")
+) -> dict[str, Any]:
+    """The ingest page's data: its counts (`ingest stats`, which read every request and
+    result) remembered per store state once for every page of results, the page read
+    through its index each time."""
+    stats = await ctx.read_cached(("ingest stats",), ingest_stats)
+    return await ctx.read(lambda tx: data.ingest_page(tx, stats, status, after))
+
+
+async def warm(ctx: Context) -> None:
+    """Read the aggregates the first visitors would wait for (the dashboard, which the
+    status, lists, crawls and metrics share, and the ingest counts), so that they wait
+    for them only if they come within the first moments."""
+    await dashboard_data(ctx)
+    await ctx.read_cached(("ingest stats",), ingest_stats)
 
 
 def add_page_routes(app: web.Application, ctx: Context) -> None:
@@ -157,9 +184,7 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
     async def ingest_page(request: web.Request) -> web.Response:
         status = request.query.get("status") or None
         after = (request.query.get("after_type", ""), request.query.get("after_url", ""))
-        page = await ctx.read_cached(
-            ("ingest", status, after), lambda tx: data.ingest_page(tx, status, after)
-        )
+        page = await ingest_data(ctx, status, after)
         bars = [
             Bar(k, v, "bar-ok" if k == "success" else "bar")
             for k, v in page["stats"]["by_status"].items()
