@@ -27,7 +27,6 @@ import hashlib
 import http.client
 import json
 import os
-import platform
 import random
 import re
 import signal
@@ -38,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from benchlib import cpu_model  # this folder is sys.path[0]: run as a script
 
 from thresher.serve.context import CACHE_SECONDS
 from thresher.store import open_store
@@ -51,16 +52,6 @@ _WORDS = sorted(
         for _ in range(3000)
     }
 )
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def fill(home: Path, messages: int, lists: int, seed: int = 1) -> dict[str, Any]:
@@ -297,7 +288,7 @@ def main() -> int:
             .execute("SELECT count(*) FROM messages")
             .fetchone()[0]
         )
-        print(f"store: {stored:,} messages; CPU: {_cpu()}; {os.cpu_count()} cores")
+        print(f"store: {stored:,} messages; CPU: {cpu_model()}; {os.cpu_count()} cores")
         print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(
             f"{'page':<26} {'first ms':>8} {'p50 ms':>8} {'p95 ms':>8}  within {TARGET_MS:.0f} ms"
