@@ -535,6 +535,44 @@ def test_two_shards_run_in_two_processes_each_with_a_warc_slot_of_its_own(
     assert len(records) == n == len({hashlib.sha1(p).hexdigest() for _, p in records})
 
 
+@pytest.mark.slow  # each shard waits out the other's holds: about a minute
+def test_hops_to_a_host_the_other_shard_holds_wait_for_it_and_fail_nothing(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A landing page's PDF on a host of the other shard: its robots.txt and its PDF
+    wait for that shard's hold on the host. A host busy while its robots.txt was asked
+    for used to count as robots.txt unavailable: attempts, then `host-backoff`."""
+    db = new_pg_database(request.getfixturevalue("pg_admin_url")) if backend == "postgres" else None
+    home = Home(tmp_path / "home", db)
+    n = 24
+    with LandingSite(hosts=4) as site:
+        site.robots = "User-agent: *\nAllow: /\n"
+        for i in range(n):
+            other = site.url(f"/x/{i}.pdf", (i + 1) % 4)
+            site.pages[f"/l/{i}"] = Page(landing(meta=other))
+            site.pages[f"/x/{i}.pdf"] = Page(pdf_bytes(f"x{i}"), content_type="application/pdf")
+        dump = tmp_path / "dump.jsonl"
+        dump.write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "ingest_type": "pdf",
+                        "base_url": site.url(f"/l/{i}", i % 4),
+                        "link_source_id": str(i),
+                    }
+                )
+                + "\n"
+                for i in range(n)
+            )
+        )
+        home.run("ingest", "load", str(dump), "--source", "s")
+        args = ("ingest", "run", "--allow-private", "--delay", "0", "-c", "4", "--shards", "2")
+        out = json.loads(home.run(*args, "--json").stdout)
+    assert out["statuses"] == {"success": n}
+    rows = home.query("SELECT attempts FROM ingest_results")
+    assert [r["attempts"] for r in rows] == [1] * n
+
+
 def test_ingest_run_detached_is_done_by_two_workers(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

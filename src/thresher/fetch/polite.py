@@ -24,7 +24,7 @@ from typing import BinaryIO, Protocol
 from urllib.parse import urlsplit
 
 from ..clock import Clock
-from ..errors import HostBusy, Interrupted, PermanentError, TransientError
+from ..errors import Deferred, HostBusy, Interrupted, PermanentError, TransientError
 from ..frontier import (
     HostState,
     InvalidURL,
@@ -347,22 +347,24 @@ class PoliteFetcher:
             log.warning("could not give back %s: %s", name, exc)
 
     async def _check_robots(self, url: str) -> None:
-        now = self.clock.now()
-        allowed = self.robots.allowed(url, now)
-        if allowed is None:
-            site = site_of(url)
+        allowed = self.robots.allowed(url, self.clock.now())
+        site = site_of(url)
+        while allowed is None:
             pending = self._robots_pending.get(site)
             if pending is None:
                 pending = asyncio.get_running_loop().create_future()
                 self._robots_pending[site] = pending
                 try:
-                    await self._fetch_robots(url)
+                    await self._fetch_robots(url)  # its Deferred is this request's
                 finally:
                     del self._robots_pending[site]
                     pending.set_result(None)
+                allowed = bool(self.robots.allowed(url, self.clock.now()))
             else:
+                # Another request is asking: its answer, or (it was deferred: the host
+                # busy) this request asks in turn, never taking "no answer" for "no".
                 await asyncio.shield(pending)
-            allowed = self.robots.allowed(url, self.clock.now())
+                allowed = self.robots.allowed(url, self.clock.now())
         if not allowed:
             trouble = self._robots_trouble.get(site_of(url))
             if isinstance(trouble, FetchError):
@@ -370,7 +372,7 @@ class PoliteFetcher:
             if trouble is not None:
                 raise RobotsUnavailable(f"GET {url}: {trouble}", trouble.retry_after)
             raise RobotsDisallowed(f"GET {url}: disallowed by robots.txt")
-        delay = self.robots.crawl_delay(url, now)
+        delay = self.robots.crawl_delay(url, self.clock.now())
         if delay is not None:
             name = host_of(url)
             host = self._hosts.get(name)
@@ -446,7 +448,9 @@ async def fetch_robots(get: RobotsGet, url: str) -> RobotsAnswer:
                     return RobotsAnswer(resp.status, body, None, None)
                 return RobotsAnswer(resp.status, body, resp, None)
             target = resp.location
-    except PermanentError:
+    except (PermanentError, Deferred):
+        # Deferred: the host's turn is later (another worker holds it, or the process is
+        # stopping): not an answer, nor its absence; asked again then.
         raise
     except TransientError as exc:
         return RobotsAnswer(None, b"", None, str(exc), exc)

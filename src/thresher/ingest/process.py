@@ -54,17 +54,20 @@ class ShardWork:
     ) -> ShardSummary:
         """Walk the shard's URLs with `store` (this process's own, or a child's); `stop`
         set: abandon the walks in flight, commit what is done, raise Interrupted."""
+        # Its own owner for holds and WARC slot, alive while its worker is: the shards
+        # of one worker, in processes of their own, must not take each other's for theirs.
+        owner = engine_owner(self.owner, self.shard)
         leases = None
         if self.shared_leases:
             leases = StickyLeases(
-                store, self.owner, lease_seconds=self.lease_seconds, is_dead=is_dead_here
+                store, owner, lease_seconds=self.lease_seconds, is_dead=is_dead_here
             )
         fetcher = PoliteFetcher(
             self.fetch, self.politeness, clock, max_defer=self.max_defer, leases=leases
         )
         archive = IngestArchive(
             self.warc_dir,
-            engine_owner(self.owner, self.shard),
+            owner,
             clock,
             lease_seconds=self.lease_seconds,
             is_dead=is_dead_here,

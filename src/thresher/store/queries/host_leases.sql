@@ -1,7 +1,8 @@
 -- Host and address leases (migration 0008, thresher.fetch.leases).
 
 -- name: get_host_leases
--- With the holder's worker row, to tell a live holder from a dead one, and the waiter
+-- With the holder's worker row (an engine in a process of its own holds as its worker's
+-- owner, '#' and its shard), to tell a live holder from a dead one, and the waiter
 -- whose turn it is: the first to ask among those still asking (:live) that have waited
 -- since :patient or longer.
 SELECT l.key, l.owner, l.expires, l.next_at,
@@ -9,7 +10,8 @@ SELECT l.key, l.owner, l.expires, l.next_at,
        (SELECT q.owner FROM host_lease_waiters q
         WHERE q.key = l.key AND q.ask_by > :live AND q.since <= :patient
         ORDER BY q.ticket LIMIT 1) AS first_waiter
-FROM host_leases l LEFT JOIN workers w ON w.owner = l.owner
+FROM host_leases l LEFT JOIN workers w
+    ON w.owner = l.owner OR substr(l.owner, 1, length(w.owner) + 1) = w.owner || '#'
 WHERE l.key IN (SELECT value FROM json_each(:keys))
 
 -- name: ensure_host_lease
