@@ -85,6 +85,19 @@ def _ensure_source(tx: Any) -> None:
         add_source(tx, "ingest", INGEST_URL, "ingest", {}, time.time())
 
 
+def load_dump(home: Home, urls: list[str], source: str) -> None:
+    """`thresher ingest load` of a dump asking for `urls` (PDFs), numbered in order."""
+    dump = home.path / f"dump-{source}.jsonl"
+    dump.parent.mkdir(parents=True, exist_ok=True)
+    dump.write_text(
+        "".join(
+            json.dumps({"ingest_type": "pdf", "base_url": url, "link_source_id": str(i)}) + "\n"
+            for i, url in enumerate(urls)
+        )
+    )
+    home.run("ingest", "load", str(dump), "--source", source)
+
+
 def table(config: Config, name: str) -> list[dict[str, Any]]:
     return Home(config.home, config.db).query(f"SELECT * FROM {name}")
 
@@ -423,21 +436,7 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
                 site.pages[f"/kf/{i}.pdf"] = Page(body, content_type="application/pdf", hang=0.005)
             else:
                 site.pages[f"/k/{i}"] = Page(body, content_type="application/pdf", hang=0.005)
-        dump = tmp_path / "dump.jsonl"
-        dump.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "ingest_type": "pdf",
-                        "base_url": site.url(f"/k/{i}"),
-                        "link_source_id": str(i),
-                    }
-                )
-                + "\n"
-                for i in range(n)
-            )
-        )
-        home.run("ingest", "load", str(dump), "--source", "k")
+        load_dump(home, [site.url(f"/k/{i}") for i in range(n)], "k")
         args = (
             "ingest",
             "run",
@@ -507,21 +506,7 @@ def test_two_shards_run_in_two_processes_each_with_a_warc_slot_of_its_own(
     with LandingSite(hosts=4) as site:
         for i in range(n):
             site.pages[f"/s/{i}.pdf"] = Page(pdf_bytes(f"s{i}"), content_type="application/pdf")
-        dump = tmp_path / "dump.jsonl"
-        dump.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "ingest_type": "pdf",
-                        "base_url": site.url(f"/s/{i}.pdf", i % 4),
-                        "link_source_id": str(i),
-                    }
-                )
-                + "\n"
-                for i in range(n)
-            )
-        )
-        home.run("ingest", "load", str(dump), "--source", "s")
+        load_dump(home, [site.url(f"/s/{i}.pdf", i % 4) for i in range(n)], "s")
         args = ("ingest", "run", "--allow-private", "--delay", "0", "-c", "4", "--shards", "2")
         out = json.loads(home.run(*args, "--json").stdout)
         assert out["status"] == "ok" and out["statuses"] == {"success": n}
@@ -551,21 +536,7 @@ def test_hops_to_a_host_the_other_shard_holds_wait_for_it_and_fail_nothing(
             other = site.url(f"/x/{i}.pdf", (i + 1) % 4)
             site.pages[f"/l/{i}"] = Page(landing(meta=other))
             site.pages[f"/x/{i}.pdf"] = Page(pdf_bytes(f"x{i}"), content_type="application/pdf")
-        dump = tmp_path / "dump.jsonl"
-        dump.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "ingest_type": "pdf",
-                        "base_url": site.url(f"/l/{i}", i % 4),
-                        "link_source_id": str(i),
-                    }
-                )
-                + "\n"
-                for i in range(n)
-            )
-        )
-        home.run("ingest", "load", str(dump), "--source", "s")
+        load_dump(home, [site.url(f"/l/{i}", i % 4) for i in range(n)], "s")
         args = ("ingest", "run", "--allow-private", "--delay", "0", "-c", "4", "--shards", "2")
         out = json.loads(home.run(*args, "--json").stdout)
     assert out["statuses"] == {"success": n}
@@ -583,21 +554,7 @@ def test_ingest_run_detached_is_done_by_two_workers(
     with LandingSite() as site:
         for i in range(30):
             site.pages[f"/d/{i}.pdf"] = Page(pdf_bytes(f"d{i}"), content_type="application/pdf")
-        dump = tmp_path / "dump.jsonl"
-        dump.write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "ingest_type": "pdf",
-                        "base_url": site.url(f"/d/{i}.pdf"),
-                        "link_source_id": str(i),
-                    }
-                )
-                + "\n"
-                for i in range(30)
-            )
-        )
-        home.run("ingest", "load", str(dump), "--source", "s")
+        load_dump(home, [site.url(f"/d/{i}.pdf") for i in range(30)], "s")
         out = home.run("ingest", "run", "--allow-private", "--delay", "0", "--detach").stdout
         assert out.startswith("ingest: queued as run 1")
         workers = [home.start("worker", "-c", "3") for _ in range(2)]
