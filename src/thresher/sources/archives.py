@@ -50,6 +50,7 @@ from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.queue import hold
 from ..redact import remember_secret
 from ..store import Tx
+from ..store.cdxj import fsync_directory
 from .http import RETRY_STATUSES, get_following
 from .types import Option, SourceType, register_type
 
@@ -331,17 +332,9 @@ def _spill(home: Path, messages: Sequence[RawMessage], cap: int) -> list[RawMess
             except BaseException:
                 tmp.unlink(missing_ok=True)
                 raise
-            _sync_dir(path.parent)
+            fsync_directory(path.parent)
         kept.append(RawMessage(m.offset, m.raw[:cap], m.envelope, None, len(whole), sha256))
     return kept
-
-
-def _sync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _store_rows(
