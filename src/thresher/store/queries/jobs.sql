@@ -242,9 +242,12 @@ DELETE FROM jobs WHERE source_run_id = :run
 -- name: shard_spread
 -- How many of its sibling shards a worker holds, how many workers are alive, and how
 -- old the shard job is: a worker does not take more than its share of a new run.
+-- Siblings leased in the same claim as this job (the same `updated`) count only when
+-- their id is lower: of a claim of all the shards, the first is kept, not none.
 SELECT
     (SELECT count(*) FROM jobs AS j JOIN jobs AS me ON j.parent_id = me.parent_id
      WHERE me.id = :job AND j.id <> me.id AND j.kind = me.kind AND j.state = 'leased'
-       AND j.lease_owner = :owner) AS held,
+       AND j.lease_owner = :owner
+       AND (j.updated <> me.updated OR j.id < me.id)) AS held,
     (SELECT count(*) FROM workers WHERE stopped IS NULL AND heartbeat >= :alive) AS workers,
     (SELECT created FROM jobs WHERE id = :job) AS created
