@@ -7,7 +7,7 @@ nginx 302s, HTML served at `.pdf` URLs, copies of another request's PDF), serves
 private nginx, writes the requests as a JSON Lines dump and then:
 
 1. loads it with `thresher ingest load` and runs `thresher ingest run --allow-private
-   --delay 0 -w N --json` in a fresh home, on SQLite and on PostgreSQL (a private
+   --delay 0 -w N --shards 2 --json` in a fresh home, on SQLite and on PostgreSQL (a private
    throwaway server, as the tests start it), measuring wall time, results/s, CPU and
    peak RSS, and checks every result's status (and the SHA-1 of its file) against the
    site's known mix, and that file_meta holds exactly the site's distinct bodies;
@@ -1198,7 +1198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "-w", "--workers", type=int, default=16, help="thresher -w, and wget2's threads (16)"
     )
-    parser.add_argument("--shards", type=int, default=1, help="thresher ingest run --shards (1)")
+    parser.add_argument(
+        "--shards",
+        type=int,
+        default=2,
+        help="thresher ingest run --shards (2: a process per core of the 2-core machine)",
+    )
     parser.add_argument(
         "--pg",
         action=argparse.BooleanOptionalAction,

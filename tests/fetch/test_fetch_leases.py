@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable
 
@@ -15,16 +16,18 @@ from fetch_servers import serve
 
 from conftest import new_pg_database
 from thresher.clock import SystemClock
+from thresher.errors import HostBusy
 from thresher.fetch import FetchSettings
 from thresher.fetch.leases import (
     HELD_POLL,
     WAITER_GRACE,
     WAITER_PATIENCE,
     HostLeases,
+    StickyLeases,
     forget_gone_waiters,
 )
 from thresher.fetch.polite import PoliteFetcher
-from thresher.frontier import Politeness
+from thresher.frontier import Politeness, host_of
 from thresher.store import Tx
 from thresher.store.aio import AsyncStore
 
@@ -345,3 +348,47 @@ def test_places_of_gone_waiters_are_forgotten_by_the_heartbeat_sweep(store_url: 
         assert await turns.store.run(waiters) == ["late"]  # still asking: keeps its place
 
     with_turns(store_url, body)
+
+
+def test_a_hop_without_a_delay_does_not_wait_for_a_host_held_elsewhere(
+    store_url: str,
+) -> None:
+    """`get(hold=False)` (an ingest walk's hop to a host of another shard): with no delay
+    it fetches at once, leaving the holder's hold as it was; with a delay, or without
+    `hold=False`, it waits for the host as any fetch does."""
+    log = Log()
+
+    async def main() -> None:
+        store = await AsyncStore(store_url).open()
+        try:
+            async with serve(log.handle) as base:
+                host = host_of(f"{base}/page")
+                holder = HostLeases(store, "shard-0")
+                now = time.time()
+                assert await holder.take(host, None, now, now + 60, 0.0, delay=0.0) is None
+
+                async def get(delay: float, hold: bool) -> None:
+                    policy = Politeness(delay=delay, ip_delay=0.0)
+                    leases = StickyLeases(store, "shard-1")
+                    clock = SystemClock()
+                    async with PoliteFetcher(
+                        SETTINGS, policy, clock, leases=leases, max_wait=0.3
+                    ) as fetcher:
+                        await fetcher.get(f"{base}/page", hold=hold)
+
+                await get(0.0, hold=False)
+                assert len(log.starts) == 1
+                with pytest.raises(HostBusy):
+                    await get(0.0, hold=True)
+                with pytest.raises(HostBusy):
+                    await get(0.5, hold=False)
+                assert len(log.starts) == 1
+                keys = json.dumps([f"host:{host}"])
+                [row] = await store.run(
+                    lambda tx: tx.all("get_host_leases", keys=keys, live=now, patient=now)
+                )
+                assert row["owner"] == "shard-0"
+        finally:
+            await store.close()
+
+    asyncio.run(main())

@@ -143,12 +143,22 @@ class PoliteFetcher:
         return 0.0 if state is None else state.state.ready_at(None)
 
     async def get(
-        self, url: str, headers: Mapping[str, str] | None = None, *, max_body: int | None = None
+        self,
+        url: str,
+        headers: Mapping[str, str] | None = None,
+        *,
+        max_body: int | None = None,
+        hold: bool = True,
     ) -> Response:
         """GET `url` (no redirects followed) once robots.txt allows it and the host's
-        turn has come; RobotsDisallowed, a FetchError, or TransientError to come back."""
-        await self._admit(url)
-        return await self._polite_get(url, headers, max_body)
+        turn has come; RobotsDisallowed, a FetchError, or TransientError to come back.
+
+        `hold=False`: when neither the host nor its address has a delay, fetch it
+        without taking its hold in the store (`leases`), so without waiting for another
+        worker that holds it: an ingest walk's hop to a host of another shard, which
+        holds its hosts for seconds at a time when they have no delay."""
+        await self._admit(url, hold)
+        return await self._polite_get(url, headers, max_body, hold=hold)
 
     async def post(
         self,
@@ -165,9 +175,9 @@ class PoliteFetcher:
         await self._admit(url)
         return await self._polite_get(url, headers, max_body, data=data, sink=sink)
 
-    async def _admit(self, url: str) -> None:
+    async def _admit(self, url: str, hold: bool = True) -> None:
         """Raise unless `url` may be asked for: a valid URL, an address allowed,
-        robots.txt agreeing."""
+        robots.txt agreeing (fetched with `hold`: see `get`)."""
         try:
             host = host_of(canonicalize(url))
             site_of(url)  # as given, which is how it is fetched ("http:///x" has no host)
@@ -183,7 +193,7 @@ class PoliteFetcher:
             raise AddressRefused(url, refused_text(literal, kind))
         self._not_if_stopping(url)
         if self.obey_robots:
-            await self._check_robots(url)
+            await self._check_robots(url, hold)
 
     def _not_if_stopping(self, url: str) -> None:
         if self.stopping is not None and self.stopping.is_set():
@@ -199,9 +209,10 @@ class PoliteFetcher:
         stoppable: bool = True,
         data: bytes | None = None,
         sink: BinaryIO | None = None,
+        hold: bool = True,
     ) -> Response:
         """`stoppable`: not started once the process is stopping (not robots.txt, which
-        a GET already started waits for)."""
+        a GET already started waits for). `hold`: see `get`."""
         name = host_of(url)
         host = self._hosts.get(name)
         if host is None:
@@ -218,12 +229,15 @@ class PoliteFetcher:
         try:
             async with host.slots:
                 ip, ip_state = await self._ip_of(url, host.state)
-                await self._wait_turn(name, host.state, ip, ip_state, url if stoppable else None)
+                held = await self._wait_turn(
+                    name, host.state, ip, ip_state, url if stoppable else None, hold=hold
+                )
                 host.waiting -= 1
                 waiting = False
                 return await self._fetch_now(
-                    url, headers, max_body, host, ip, ip_state, truncate, data=data, sink=sink
-                )
+                    url, headers, max_body, host, ip, ip_state, truncate,
+                    data=data, sink=sink, held=held,
+                )  # fmt: skip
         finally:
             if waiting:
                 host.waiting -= 1
@@ -245,8 +259,10 @@ class PoliteFetcher:
         *,
         data: bytes | None = None,
         sink: BinaryIO | None = None,
+        held: bool = True,
     ) -> Response:
-        """Fetch `url` now that its host's turn has come, and record when it ended."""
+        """Fetch `url` now that its host's turn has come, and record when it ended (and
+        give back the host's hold in the store, if `held`)."""
         state = host.state
         name = state.host
         now = self.clock.now()
@@ -280,7 +296,7 @@ class PoliteFetcher:
             state.on_end(self.policy, end, status, retry_after, retry=retry)
             if ip_state is not None:
                 ip_state.next_allowed = max(ip_state.next_allowed, end + self.policy.ip_delay)
-            if self.leases is not None:
+            if self.leases is not None and held:
                 await self._give(name, state, ip, ip_state)
 
     async def _ip_of(self, url: str, state: HostState) -> tuple[str | None, IpState | None]:
@@ -306,27 +322,34 @@ class PoliteFetcher:
         ip: str | None,
         ip_state: IpState | None,
         stoppable: str | None = None,
-    ) -> None:
+        *,
+        hold: bool = True,
+    ) -> bool:
         """Sleep until this process, and the workers sharing the store, let `name` go;
-        Interrupted if the process is stopping first (`stoppable`: the URL to say so of)."""
+        Interrupted if the process is stopping first (`stoppable`: the URL to say so of).
+        Whether the host's hold in the store was taken (`hold`: see `get`)."""
         deadline = self.clock.now() + self.max_wait
+        shared = self.leases is not None and (
+            hold or state.delay(self.policy) > 0 or self.policy.ip_delay > 0
+        )
         while True:
             if stoppable is not None:
                 self._not_if_stopping(stoppable)  # before a host lease is taken
             now = self.clock.now()
             wait = state.ready_at(ip_state) - now
-            if wait <= 0 and self.leases is not None:
-                hold = now + self.settings.total_timeout + HOLD_MARGIN
+            if wait <= 0 and shared:
+                assert self.leases is not None
+                until = now + self.settings.total_timeout + HOLD_MARGIN
                 again = await self.leases.take(
-                    name, ip, now, hold, self.policy.ip_delay, delay=state.delay(self.policy)
+                    name, ip, now, until, self.policy.ip_delay, delay=state.delay(self.policy)
                 )
                 if again is None:
-                    return
+                    return True
                 now = self.clock.now()
                 wait = again - now
             if wait <= 0:
-                if self.leases is None:
-                    return
+                if not shared:
+                    return False
                 continue
             if now + wait > deadline:
                 raise self._busy(name, now + wait, now, "its delay, Retry-After or parking")
@@ -346,7 +369,7 @@ class PoliteFetcher:
         except Exception as exc:  # the hold runs out by itself; the fetch stands
             log.warning("could not give back %s: %s", name, exc)
 
-    async def _check_robots(self, url: str) -> None:
+    async def _check_robots(self, url: str, hold: bool = True) -> None:
         allowed = self.robots.allowed(url, self.clock.now())
         site = site_of(url)
         while allowed is None:
@@ -355,7 +378,7 @@ class PoliteFetcher:
                 pending = asyncio.get_running_loop().create_future()
                 self._robots_pending[site] = pending
                 try:
-                    await self._fetch_robots(url)  # its Deferred is this request's
+                    await self._fetch_robots(url, hold)  # its Deferred is this request's
                 finally:
                     del self._robots_pending[site]
                     pending.set_result(None)
@@ -380,10 +403,10 @@ class PoliteFetcher:
                 host = self._hosts[name] = _Host(name, self.policy.max_in_flight)
             host.state.crawl_delay = delay
 
-    async def _fetch_robots(self, url: str) -> None:
+    async def _fetch_robots(self, url: str, hold: bool = True) -> None:
         answer = await fetch_robots(
             lambda target, truncate: self._polite_get(
-                target, None, truncate=truncate, stoppable=False
+                target, None, truncate=truncate, stoppable=False, hold=hold
             ),
             url,
         )

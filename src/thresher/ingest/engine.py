@@ -56,6 +56,7 @@ from ..fetch import (
 )
 from ..fetch.leases import StickyLeases
 from ..fetch.polite import PoliteFetcher, RobotsDisallowed
+from ..frontier import host_of
 from ..jobs.retry import backoff_delay
 from ..store.aio import AsyncStore
 from .archive import Hasher, IngestArchive, Kept
@@ -383,7 +384,10 @@ class IngestEngine:
         while isinstance(step, Fetch):
             url = step.url
             try:
-                resp = await self.fetcher.get(url, None, max_body=s.max_bytes)
+                # Only the base URL's host is held: a hop elsewhere (often to a host of
+                # another shard, which holds it) goes without, when it has no delay.
+                hold = host_of(url) == entry.host
+                resp = await self.fetcher.get(url, None, max_body=s.max_bytes, hold=hold)
             except HostBusy as busy:
                 # Not a result: the URL waits for its host's turn, no attempt counted.
                 self._defer(entry, busy.until)
