@@ -48,6 +48,7 @@ from thresher.store.warc import (
     WarcWriter,
     _record_id,
     _warc_date,
+    gzip_stored,
     http_head,
     payload_digest,
 )
@@ -745,3 +746,15 @@ def test_warc_dates_round_as_datetime_does() -> None:
     times += [1796135124.25] * 3 + [1796135125.5, 1796135124.75, -1.5, -0.0000004]
     for t in times:
         assert _warc_date(t) == warc_date(t), t
+
+
+@pytest.mark.parametrize("size", [0, 1, 65_534, 65_535, 65_536, 3 * 65_535 + 7])
+def test_a_stored_gzip_member_reads_back_as_zlibs_does(size: int) -> None:
+    data = os.urandom(size)
+    member = gzip_stored(data)
+    assert gzip.decompress(member) == data == gzip.decompress(zlib.compress(data, 0, 31))
+    # Stored blocks: the length plus 5 bytes a block, 10 of header and 8 of trailer.
+    assert len(member) == size + 5 * max(1, -(-size // 65_535)) + 18
+    # One member that ends where it says: a reader of a file of many finds the next.
+    d = zlib.decompressobj(31)
+    assert d.decompress(member + b"next") == data and d.eof and d.unused_data == b"next"

@@ -43,6 +43,7 @@ about 3 in 10 000 — acceptable for a crawler, and 8 bytes per URL instead of ~
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from urllib.parse import urlsplit
@@ -77,6 +78,9 @@ def _why_not(url: str) -> str:
     return "not a URL by the WHATWG URL Standard (its host, port or address is invalid)"
 
 
+# The last URLs' forms: a URL is mostly canonicalised twice in a row, by its caller (an
+# ingest walk, a crawl's sieve) and then by the polite fetcher asked for it.
+@functools.lru_cache(maxsize=256)
 def canonicalize(url: str) -> str:
     """The canonical form of an http(s) URL, read as a browser reads it (rules in the
     module docstring); InvalidURL if a browser would not read it as one."""

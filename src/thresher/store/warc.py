@@ -95,6 +95,7 @@ import io
 import math
 import os
 import re
+import struct
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -131,6 +132,7 @@ __all__ = [
     "WarcPosition",
     "WarcWriter",
     "WrittenRecord",
+    "gzip_stored",
     "http_head",
     "payload_digest",
 ]
@@ -267,6 +269,41 @@ def http_head(
     head = b"\r\n".join(parts) + b"\r\n\r\n"
     _check_head(head, "head")
     return head
+
+
+def _fast_crc32() -> Callable[[bytes, int], int]:
+    """ISA-L's CRC-32 (about 40 GB/s here) when ``isal`` is installed, else zlib's (2)."""
+    try:
+        return importlib.import_module("isal.isal_zlib").crc32  # type: ignore[no-any-return]
+    except ImportError:
+        return zlib.crc32
+
+
+_crc32 = _fast_crc32()
+# zlib's gzip header (no name, no time, "fastest", Unix): members read the same either way.
+_GZIP_HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\x03"
+_STORED_MAX = 0xFFFF  # the most a stored deflate block holds: its length is 16 bits
+_STORED_BLOCK = struct.Struct("<BHH")  # final flag (and type 00), length, its complement
+_GZIP_TAIL = struct.Struct("<II")  # CRC-32, length mod 2**32
+
+
+def gzip_stored(data: bytes) -> bytes:
+    """`data` as one gzip member of deflate's stored blocks: what ``zlib.compress(data,
+    0, 31)`` makes, made by hand. zlib copies stored bytes through its window at 0.5 GB/s
+    here: for an ingest's PDFs that was more CPU than any of their digests."""
+    view = memoryview(data)
+    size = len(data)
+    out: list[bytes | memoryview] = [_GZIP_HEAD]
+    pos = 0
+    while True:
+        chunk = view[pos : pos + _STORED_MAX]
+        pos += len(chunk)
+        final = pos >= size
+        out += (_STORED_BLOCK.pack(final, len(chunk), len(chunk) ^ 0xFFFF), chunk)
+        if final:
+            break
+    out.append(_GZIP_TAIL.pack(_crc32(data, 0) & 0xFFFFFFFF, size & 0xFFFFFFFF))
+    return b"".join(out)
 
 
 def _compressor(level: int | None) -> tuple[str, Callable[[bytes], bytes]]:
@@ -848,7 +885,7 @@ class WarcWriter:
             f"Content-Length: {len(block)}\r\n\r\n"
         ).encode()
         if stored:
-            return zlib.compress(head + block + b"\r\n\r\n", 0, 31)
+            return gzip_stored(head + block + b"\r\n\r\n")
         return self._compress(head + block + b"\r\n\r\n")
 
     def _write(self, data: bytes) -> None:
