@@ -420,8 +420,8 @@ def _children(pid: int) -> set[int]:
 def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_each(
     backend: str, shards: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    """With two shards each runs in a process of its own, and those die with the
-    command: nothing writes on after the kill."""
+    """With two shards one runs in the command's process and the other in a process of
+    its own, which dies with the command: nothing writes on after the kill."""
     import os
     import signal
 
@@ -463,8 +463,8 @@ def test_kill_9_in_the_middle_then_run_again_gives_one_result_and_one_record_eac
                 continue
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate()
-        if shards > 1:  # its shards' processes (forked first thing), gone with it
-            assert len(children) >= shards
+        if shards > 1:  # its other shards' processes (forked first thing), gone with it
+            assert len(children) >= shards - 1
             deadline = time.monotonic() + 30
             while any(Path(f"/proc/{c}").exists() for c in children):
                 assert time.monotonic() < deadline, "a shard's process outlived the kill"

@@ -293,7 +293,8 @@ def run_command(
     too; an interrupted run resumes with the same command (keeping its selection)."""
     shards = flags.get("shards") or 1
     if shards > 1 and not detach:
-        prewarm(shards)  # first, while this process has one thread and no store open
+        # One shard is walked in this process itself (sources.ingest).
+        prewarm(shards - 1)  # first, while this process has one thread and no store open
     config = app.with_flags(workers=workers)
     options: dict[str, Any] = {k: v for k, v in flags.items() if v is not None}
     retries = parse_statuses(",".join(retry))

@@ -160,11 +160,18 @@ async def _run(ctx: JobContext) -> Outcome:
     )
 
 
+# Shards this process walks itself. Of a run of several shards, one at a time is walked
+# in the process that takes it, the others each in a child process of its own (shards are
+# there to use more cores): a process that only waited for its children cost the run a
+# process's memory (40 MiB of 130) and its share of the CPU.
+_walking_here = 0
+
+
 @register("ingest.shard")
 async def _shard(ctx: JobContext) -> Outcome:
     """One shard's URLs, walked by an ingest engine: in this process when the run has
-    one shard, in a child process of its own when it has several (shards are there to
-    use more cores)."""
+    one shard, or when no other shard is walked here; else in a child process."""
+    global _walking_here
     p = ctx.job.payload
     shard, shards, opts = int(p["shard"]), int(p["shards"]), dict(p["options"])
     if shards > 1:
@@ -206,10 +213,14 @@ async def _shard(ctx: JobContext) -> Outcome:
         lease_seconds=config.lease_seconds,
         log_level=logging.getLogger("thresher").getEffectiveLevel(),
     )
-    if shards > 1:
+    if shards > 1 and _walking_here:
         summary = await ingest_in_child(work, ctx.stopping)
     else:
-        summary = await work.on(ctx.store, ctx.clock, ctx.stopping)
+        _walking_here += 1
+        try:
+            summary = await work.on(ctx.store, ctx.clock, ctx.stopping)
+        finally:
+            _walking_here -= 1
     return Outcome(result=summary.as_dict())
 
 
