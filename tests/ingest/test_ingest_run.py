@@ -513,9 +513,11 @@ def test_two_shards_run_in_two_processes_each_with_a_warc_slot_of_its_own(
         assert all(c == 1 for c in site.counts().values()) and len(site.counts()) == n
     shards = home.query("SELECT attempts, result FROM jobs WHERE kind = 'ingest.shard'")
     assert [s["attempts"] for s in shards] == [1, 1]  # none lost its slot and was retried
-    # Two slots, each given back (no owner) as its shard ended.
+    # A slot each (the second shard, in a process that starts later, takes the first's
+    # slot again if that shard ended already), each given back (no owner) as it ended.
     slots = home.query("SELECT name, owner FROM warc_slots ORDER BY name")
-    assert [(s["name"], s["owner"]) for s in slots] == [("ingest-1", None), ("ingest-2", None)]
+    assert [s["name"] for s in slots] in (["ingest-1"], ["ingest-1", "ingest-2"])
+    assert all(s["owner"] is None for s in slots)
     records = warc_responses(home.path)
     assert len(records) == n == len({hashlib.sha1(p).hexdigest() for _, p in records})
 
