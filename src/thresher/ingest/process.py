@@ -1,7 +1,7 @@
-"""One ingest shard's work, as a whole: run in the worker's own process, or in a child
-process of its own (`thresher.jobs.child`) when the run has several shards, so that
-each shard gets a core — an engine's fetching, hashing, parsing and WARC writing share
-one event loop, as a crawl's do.
+"""One ingest shard's work, as a whole: run in the process that takes its job, or, when
+that process walks another shard already, in a child process of its own
+(`thresher.jobs.child`), so that each shard gets a core — an engine's fetching, hashing,
+parsing and WARC writing share one event loop, as a crawl's do.
 """
 
 from __future__ import annotations

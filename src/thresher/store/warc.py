@@ -104,7 +104,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from random import getrandbits as _random_bits
 from types import TracebackType
-from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple, TextIO
 
 from ..errors import StoreError
 from .cdxj import (
@@ -271,15 +271,23 @@ def http_head(
     return head
 
 
-def _fast_crc32() -> Callable[[bytes, int], int]:
-    """ISA-L's CRC-32 (about 40 GB/s here) when ``isal`` is installed, else zlib's (2)."""
+@functools.cache
+def _isal_zlib() -> Any:
+    """ISA-L's zlib module, or None: ``isal`` is an optional accelerator, absent from
+    some installs, so it is imported by name (and only once records are written)."""
     try:
-        return importlib.import_module("isal.isal_zlib").crc32  # type: ignore[no-any-return]
+        return importlib.import_module("isal.isal_zlib")
     except ImportError:
-        return zlib.crc32
+        return None
 
 
-_crc32 = _fast_crc32()
+@functools.cache
+def _crc32() -> Callable[[bytes, int], int]:
+    """ISA-L's CRC-32 (about 40 GB/s here) when it is installed, else zlib's (2)."""
+    isal = _isal_zlib()
+    return zlib.crc32 if isal is None else isal.crc32
+
+
 # zlib's gzip header (no name, no time, "fastest", Unix): members read the same either way.
 _GZIP_HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\x03"
 _STORED_MAX = 0xFFFF  # the most a stored deflate block holds: its length is 16 bits
@@ -302,7 +310,7 @@ def gzip_stored(data: bytes) -> bytes:
         out += (_STORED_BLOCK.pack(final, len(chunk), len(chunk) ^ 0xFFFF), chunk)
         if final:
             break
-    out.append(_GZIP_TAIL.pack(_crc32(data, 0) & 0xFFFFFFFF, size & 0xFFFFFFFF))
+    out.append(_GZIP_TAIL.pack(_crc32()(data, 0) & 0xFFFFFFFF, size & 0xFFFFFFFF))
     return b"".join(out)
 
 
@@ -310,13 +318,10 @@ def _compressor(level: int | None) -> tuple[str, Callable[[bytes], bytes]]:
     """(name, function) that makes one gzip member: at ``level`` with zlib, or with None the
     fastest at about zlib level 1's size: ISA-L's igzip level 2 when ``isal`` is installed."""
     if level is None:
-        try:
-            # Imported by name: isal is an optional accelerator, absent from some installs.
-            isal_zlib = importlib.import_module("isal.isal_zlib")
-        except ImportError:
-            level = 1
-        else:
-            return "isal level 2", functools.partial(isal_zlib.compress, level=2, wbits=31)
+        isal = _isal_zlib()
+        if isal is not None:
+            return "isal level 2", functools.partial(isal.compress, level=2, wbits=31)
+        level = 1
     if not 0 <= level <= 9:
         raise ValueError("gzip_level must be 0-9 or None")
     return f"zlib level {level}", functools.partial(zlib.compress, level=level, wbits=31)
