@@ -39,6 +39,7 @@ from warc_samples import (
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from thresher.store.cdxj import cdxj_path, parse_cdxj_line, surt, timestamp14, write_index
+from thresher.store.gzmember import gzip_stored
 from thresher.store.warc import (
     NOT_MODIFIED_PROFILE,
     REVISIT_PROFILE,
@@ -48,7 +49,6 @@ from thresher.store.warc import (
     WarcWriter,
     _record_id,
     _warc_date,
-    gzip_stored,
     http_head,
     payload_digest,
 )

@@ -54,57 +54,33 @@ closed (rotation or `WarcWriter.close`). Until then its lines go to a spool file
 spool is never fsynced and never trusted: on resume it is rebuilt by reading the WARC up to
 the committed offset.
 
-**Why records are built by hand, and compressed with ISA-L.** The crawler must write about
-1000 pages/s on two cores alongside fetching and parsing, so writer CPU counts. Measured
-here (CPU time per exchange of a 15 KB HTML page: request, response, metadata with 60
-outlinks; best of 7 runs on a busy 2-core machine; bytes per exchange on disk):
-
-================================================  =========  ============
-writer                                            µs         bytes
-================================================  =========  ============
-warcio ``WARCWriter`` (gzip level 9, fixed)       700        5100
-FastWARC, one gzip member per record, level 6     360        5000
-FastWARC, level 1 (its deflate: 20 % larger)      210        6500
-this module, stdlib zlib level 6                  600        5100
-this module, stdlib zlib level 1                  420        5500
-this module, ISA-L igzip level 2 (``isal``)       310        5470
-================================================  =========  ============
-
-Those of this module include the CDXJ line (SURT key and JSON, about 27 µs), which the
-others do not write. Compressing the page is the largest part: 155 µs with zlib level 1,
-about 300 µs at level 6, 40-70 µs with igzip level 2, which compresses about as well as
-zlib level 1. So by default (``gzip_level=None``) records are compressed with igzip level 2
-when the ``isal`` package is installed, else with zlib level 1; ``gzip_level=N`` chooses
-zlib level N instead (6: about 8 % smaller files for 1.5 times the CPU). A caller that passes
-the ``payload_digest`` it computed for deduplication saves another 20 µs. The records are
-plain text headers around the block; the tests read them back with warcio and FastWARC.
-Measured again on a quiet machine (a 17 KB page with 30 outlinks, igzip level 2): 83 µs,
-of which 30 compress the response, 9 hash it and about 13 append the records and the
-CDXJ line; record ids, base32 digests and dates are formatted by hand (``uuid``,
-``base64`` and ``datetime`` took 10 µs more), and the file has a 1 MiB buffer.
+**Why records are built by hand.** The crawler must write about 1000 pages/s on two
+cores alongside fetching and parsing, so writer CPU counts: record ids, base32 digests and
+dates are formatted by hand (``uuid``, ``base64`` and ``datetime`` took 10 µs more a
+page), the file has a 1 MiB buffer, and each record is one gzip member made by
+`thresher.store.gzmember` (ISA-L where installed; the measurements are there). The
+records are plain text headers around the block; the tests read them back with warcio
+and FastWARC.
 
 The writer is not thread-safe: call it from one thread at a time.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import importlib
 import io
 import math
 import os
 import re
-import struct
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from random import getrandbits as _random_bits
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, BinaryIO, Literal, NamedTuple, TextIO
+from typing import TYPE_CHECKING, BinaryIO, Literal, NamedTuple, TextIO
 
 from ..errors import StoreError
 from .cdxj import (
@@ -118,6 +94,7 @@ from .cdxj import (
     write_index,
     write_lines_sorted,
 )
+from .gzmember import compressor, gzip_stored
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -132,7 +109,6 @@ __all__ = [
     "WarcPosition",
     "WarcWriter",
     "WrittenRecord",
-    "gzip_stored",
     "http_head",
     "payload_digest",
 ]
@@ -271,62 +247,6 @@ def http_head(
     return head
 
 
-@functools.cache
-def _isal_zlib() -> Any:
-    """ISA-L's zlib module, or None: ``isal`` is an optional accelerator, absent from
-    some installs, so it is imported by name (and only once records are written)."""
-    try:
-        return importlib.import_module("isal.isal_zlib")
-    except ImportError:
-        return None
-
-
-@functools.cache
-def _crc32() -> Callable[[bytes, int], int]:
-    """ISA-L's CRC-32 (about 40 GB/s here) when it is installed, else zlib's (2)."""
-    isal = _isal_zlib()
-    return zlib.crc32 if isal is None else isal.crc32
-
-
-# zlib's gzip header (no name, no time, "fastest", Unix): members read the same either way.
-_GZIP_HEAD = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\x03"
-_STORED_MAX = 0xFFFF  # the most a stored deflate block holds: its length is 16 bits
-_STORED_BLOCK = struct.Struct("<BHH")  # final flag (and type 00), length, its complement
-_GZIP_TAIL = struct.Struct("<II")  # CRC-32, length mod 2**32
-
-
-def gzip_stored(data: bytes) -> bytes:
-    """`data` as one gzip member of deflate's stored blocks: what ``zlib.compress(data,
-    0, 31)`` makes, made by hand. zlib copies stored bytes through its window at 0.5 GB/s
-    here: for an ingest's PDFs that was more CPU than any of their digests."""
-    view = memoryview(data)
-    size = len(data)
-    out: list[bytes | memoryview] = [_GZIP_HEAD]
-    pos = 0
-    while True:
-        chunk = view[pos : pos + _STORED_MAX]
-        pos += len(chunk)
-        final = pos >= size
-        out += (_STORED_BLOCK.pack(final, len(chunk), len(chunk) ^ 0xFFFF), chunk)
-        if final:
-            break
-    out.append(_GZIP_TAIL.pack(_crc32()(data, 0) & 0xFFFFFFFF, size & 0xFFFFFFFF))
-    return b"".join(out)
-
-
-def _compressor(level: int | None) -> tuple[str, Callable[[bytes], bytes]]:
-    """(name, function) that makes one gzip member: at ``level`` with zlib, or with None the
-    fastest at about zlib level 1's size: ISA-L's igzip level 2 when ``isal`` is installed."""
-    if level is None:
-        isal = _isal_zlib()
-        if isal is not None:
-            return "isal level 2", functools.partial(isal.compress, level=2, wbits=31)
-        level = 1
-    if not 0 <= level <= 9:
-        raise ValueError("gzip_level must be 0-9 or None")
-    return f"zlib level {level}", functools.partial(zlib.compress, level=level, wbits=31)
-
-
 class _WarcDates:
     """``datetime.fromtimestamp(t, UTC)`` formatted with microseconds, rounded the same
     way, at a quarter of the cost: the part up to the second is kept from the last call,
@@ -456,7 +376,7 @@ class WarcWriter:
             raise ValueError(f"prefix must be letters, digits, '.', '_' or '-': {prefix!r}")
         if max_size < 1:
             raise ValueError("max_size must be positive")
-        self._compression, self._compress = _compressor(gzip_level)
+        self._compression, self._compress = compressor(gzip_level)
         self._info = {"software": software, "format": "WARC File Format 1.1"}
         self._info.update(info or {})
         for key, value in self._info.items():
