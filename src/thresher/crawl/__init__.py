@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .engine import CrawlEngine, CrawlSummary
+from .engine import CrawlEngine
 from .settings import CrawlSettings
+from .summary import CrawlSummary
 
 __all__ = ["CrawlEngine", "CrawlSettings", "CrawlSummary"]

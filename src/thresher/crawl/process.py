@@ -15,9 +15,10 @@ from ..fetch.leases import HostLeases
 from ..jobs.child import run_in_child
 from ..jobs.worker import is_dead_here
 from ..store.aio import AsyncStore
-from .engine import CrawlEngine, CrawlSummary
+from .engine import CrawlEngine
 from .ledger import Shard
 from .settings import CrawlSettings
+from .summary import CrawlSummary
 
 __all__ = ["ChildCrawl", "crawl_in_child"]
 
