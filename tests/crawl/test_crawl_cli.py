@@ -112,7 +112,7 @@ def test_kill_9_then_the_same_command_finishes_the_crawl_exactly_once(
         deadline = time.monotonic() + 120
         wait_for_pages(home, proc, 60, deadline)
         children = descendants(proc.pid)
-        assert len(children) >= (3 if shards == "3" else 0)  # a process per shard
+        assert len(children) >= (2 if shards == "3" else 0)  # a process per shard but one
         os.kill(proc.pid, stop)
         out, err = proc.communicate(timeout=60)
         if stop == signal.SIGINT:

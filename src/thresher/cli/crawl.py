@@ -179,7 +179,9 @@ def crawl_command(
     Run the same command again to resume an interrupted crawl or to refresh a finished one."""
     shards = flags.get("shards") or 1
     if shards > 1 and not detach:
-        prewarm(shards)  # first, while this process has one thread and no store open
+        # One shard runs in this process; the others in forks made first, while this
+        # process has one thread and no store open.
+        prewarm(shards - 1)
     config = app.config
     name = name or crawl_name(seeds, scope)
     raw = {"scope": scope, "seeds": " ".join(seeds[1:])}

@@ -163,7 +163,8 @@ def stop_on_signals(plan: ExecutionPlan, config: Config) -> Iterator[None]:
 
 
 def _shards_to_start(app: App, names: tuple[str, ...]) -> int:
-    """The shard processes the web sources this run names will start, for `prewarm`."""
+    """The shard processes the web sources this run names will start, for `prewarm`: one
+    shard runs in this process (`thresher.jobs.child.here_or_in_child`)."""
     with app.store() as store, store.transaction(write=False) as tx:
         sources = list_sources(tx)
     total = 0
@@ -175,7 +176,7 @@ def _shards_to_start(app: App, names: tuple[str, ...]) -> int:
         except (ThresherError, ValueError):  # the run records what is wrong with it
             continue
         total += shards if shards > 1 else 0
-    return total
+    return max(0, total - 1)
 
 
 @click.command(

@@ -1,6 +1,7 @@
-"""A crawl engine as the work of a child process (`thresher.jobs.child`): how a crawl's
-shard gets a core. The child opens its own connection to the store, and its own host
-leases when the workers of a PostgreSQL store share them.
+"""A crawl shard's work, as a whole: run in the process that takes its job, or, when that
+process runs another shard already, in a child process of its own (`thresher.jobs.child`),
+so that each shard gets a core. The child opens its own connection to the store, and its
+own host leases when the workers of a PostgreSQL store share them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from pathlib import Path
 
 from ..clock import Clock, SystemClock
 from ..fetch.leases import HostLeases
-from ..jobs.child import run_in_child
 from ..jobs.worker import is_dead_here
 from ..store.aio import AsyncStore
 from .engine import CrawlEngine
@@ -20,7 +20,7 @@ from .ledger import Shard
 from .settings import CrawlSettings
 from .summary import CrawlSummary
 
-__all__ = ["ChildCrawl", "crawl_in_child"]
+__all__ = ["ChildCrawl"]
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,3 @@ class ChildCrawl:
                 with contextlib.suppress(Exception):
                     await leases.release_all(clock.now())
             await store.close()
-
-
-async def crawl_in_child(spec: ChildCrawl, stop: asyncio.Event | None = None) -> CrawlSummary:
-    """The crawl run in a child process (`thresher.jobs.child.run_in_child`)."""
-    summary = await run_in_child(spec, stop)
-    assert isinstance(summary, CrawlSummary)
-    return summary

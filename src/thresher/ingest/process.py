@@ -16,13 +16,12 @@ from ..fetch import FetchSettings
 from ..fetch.leases import StickyLeases
 from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
-from ..jobs.child import run_in_child
 from ..jobs.worker import is_dead_here
 from ..store.aio import AsyncStore
 from .archive import IngestArchive, engine_owner
 from .engine import IngestEngine, IngestSettings, ShardSummary
 
-__all__ = ["ShardWork", "ingest_in_child"]
+__all__ = ["ShardWork"]
 
 
 @dataclass(frozen=True)
@@ -100,10 +99,3 @@ class ShardWork:
         finally:
             with contextlib.suppress(Exception):
                 await store.close()
-
-
-async def ingest_in_child(work: ShardWork, stop: asyncio.Event | None = None) -> ShardSummary:
-    """The shard run in a child process (`thresher.jobs.child.run_in_child`)."""
-    summary = await run_in_child(work, stop)
-    assert isinstance(summary, ShardSummary)
-    return summary

@@ -29,12 +29,13 @@ from ..errors import SourceError
 from ..fetch import FetchSettings
 from ..frontier import Politeness
 from ..ingest import ledger
-from ..ingest.engine import IngestSettings
+from ..ingest.engine import IngestSettings, ShardSummary
 from ..ingest.ledger import Filler, Selection
-from ..ingest.process import ShardWork, ingest_in_child
+from ..ingest.process import ShardWork
 from ..ingest.requests import INGEST_TYPES
 from ..ingest.walk import MAX_HOPS, STATUSES
 from ..jobs import JobContext, JobSpec, Outcome, register
+from ..jobs.child import here_or_in_child
 from ..jobs.spread import take_share
 from ..jobs.worker import HANDLER_MAX_BODY
 from ..store import Tx
@@ -160,18 +161,10 @@ async def _run(ctx: JobContext) -> Outcome:
     )
 
 
-# Shards this process walks itself. Of a run of several shards, one at a time is walked
-# in the process that takes it, the others each in a child process of its own (shards are
-# there to use more cores): a process that only waited for its children cost the run a
-# process's memory (40 MiB of 130) and its share of the CPU.
-_walking_here = 0
-
-
 @register("ingest.shard")
 async def _shard(ctx: JobContext) -> Outcome:
     """One shard's URLs, walked by an ingest engine: in this process when the run has
-    one shard, or when no other shard is walked here; else in a child process."""
-    global _walking_here
+    one shard, or when no other shard runs here; else in a child process."""
     p = ctx.job.payload
     shard, shards, opts = int(p["shard"]), int(p["shards"]), dict(p["options"])
     if shards > 1:
@@ -213,14 +206,10 @@ async def _shard(ctx: JobContext) -> Outcome:
         lease_seconds=config.lease_seconds,
         log_level=logging.getLogger("thresher").getEffectiveLevel(),
     )
-    if shards > 1 and _walking_here:
-        summary = await ingest_in_child(work, ctx.stopping)
-    else:
-        _walking_here += 1
-        try:
-            summary = await work.on(ctx.store, ctx.clock, ctx.stopping)
-        finally:
-            _walking_here -= 1
+    summary = await here_or_in_child(
+        work, lambda: work.on(ctx.store, ctx.clock, ctx.stopping), ctx.stopping, alone=shards == 1
+    )
+    assert isinstance(summary, ShardSummary)
     return Outcome(result=summary.as_dict())
 
 

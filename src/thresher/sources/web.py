@@ -19,10 +19,11 @@ from typing import Any
 from ..config import Config
 from ..crawl import CrawlSettings, CrawlSummary
 from ..crawl.ledger import Shard
-from ..crawl.process import ChildCrawl, crawl_in_child
+from ..crawl.process import ChildCrawl
 from ..errors import PermanentError, SourceError
 from ..frontier import InvalidScope
 from ..jobs import JobContext, JobSpec, Outcome, register
+from ..jobs.child import here_or_in_child
 from ..jobs.spread import take_share
 from ..store import Row, Tx
 from ..weburl import resolve
@@ -188,10 +189,17 @@ async def _check_refused(ctx: JobContext, summary: CrawlSummary) -> None:
 
 @register("web.shard")
 async def _shard(ctx: JobContext) -> Outcome:
-    """One shard, in a child process of its own: shards are there to use more cores."""
+    """One shard: in this process when no other shard runs here, else in a child process
+    of its own (shards are there to use more cores)."""
     shard = Shard(int(ctx.job.payload["shard"]), int(ctx.job.payload["shards"]))
     await take_share(ctx, shard.count, f"shard {shard.index}")
-    summary = await crawl_in_child(_spec(ctx, await _settings(ctx), shard), ctx.stopping)
+    spec = _spec(ctx, await _settings(ctx), shard)
+    summary = await here_or_in_child(
+        spec,
+        lambda: spec.engine(ctx.store, ctx.clock, ctx.leases, ctx.stopping).run(),
+        ctx.stopping,
+    )
+    assert isinstance(summary, CrawlSummary)
     return Outcome(result=summary.as_dict())
 
 
