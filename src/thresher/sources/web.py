@@ -162,7 +162,14 @@ async def _crawl(ctx: JobContext) -> Outcome:
         )
         return Outcome(children=shards, commit=JobSpec("web.summary", "summary"))
     spec = _spec(ctx, settings, None)
-    summary = await spec.engine(ctx.store, ctx.clock, ctx.leases, ctx.stopping).run()
+    # Here, always; counted, so that a shard this worker takes meanwhile gets a core.
+    summary = await here_or_in_child(
+        spec,
+        lambda: spec.engine(ctx.store, ctx.clock, ctx.leases, ctx.stopping).run(),
+        ctx.stopping,
+        alone=True,
+    )
+    assert isinstance(summary, CrawlSummary)
     await _check_refused(ctx, summary)
     return Outcome(result=summary.as_dict())
 
