@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from procstats import descendants, hwm_kib, pss_kib, rss_kib
+from procstats import cpu_times, descendants, hwm_kib, pss_kib, rss_kib
 
 
 class BenchError(Exception):
@@ -266,6 +266,10 @@ class Measured:
     tree_pss_kib: int  # peak of the summed PSS of the live tree, when it had several
     processes: int  # most processes alive at once in the tree (sampled)
     killed: bool  # we sent SIGKILL because kill_when() said so
+    # CPU of the descendants alive when we killed the group: they die with it, and
+    # nobody reaps them, so wait4's rusage never counts them.
+    orphan_user: float = 0.0
+    orphan_system: float = 0.0
 
 
 def measure_tree(
@@ -297,6 +301,7 @@ def measure_tree(
     tree_rss = tree_pss = hwm = 0
     most = 1
     killed = False
+    orphans = (0.0, 0.0)
     try:
         while waiter.is_alive():
             if time.perf_counter() - started > timeout:
@@ -308,6 +313,7 @@ def measure_tree(
                 tree_pss = max(tree_pss, sum(pss_kib(p) for p in tree))
             most = max(most, len(tree))
             if kill_when is not None and not killed and kill_when():
+                orphans = cpu_times(descendants(proc.pid))
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 killed = True
@@ -322,7 +328,9 @@ def measure_tree(
     # Descendants that outlive the process (none should) would escape the CPU figure.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    return Measured(end - started, usage, proc.returncode, hwm, tree_rss, tree_pss, most, killed)
+    return Measured(
+        end - started, usage, proc.returncode, hwm, tree_rss, tree_pss, most, killed, *orphans
+    )
 
 
 # --- the end of main() ------------------------------------------------------------------

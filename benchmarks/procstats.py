@@ -12,7 +12,15 @@ import contextlib
 import os
 from pathlib import Path
 
-__all__ = ["descendants", "hwm_kib", "pss_kib", "rss_kib", "stat_fields", "tree_cpu_seconds"]
+__all__ = [
+    "cpu_times",
+    "descendants",
+    "hwm_kib",
+    "pss_kib",
+    "rss_kib",
+    "stat_fields",
+    "tree_cpu_seconds",
+]
 
 _PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
@@ -40,6 +48,18 @@ def descendants(root: int) -> list[int]:
             found.append(child)
             todo.append(child)
     return found
+
+
+def cpu_times(pids: list[int]) -> tuple[float, float]:
+    """User and system CPU seconds so far of the processes `pids` (those gone count 0)."""
+    user = system = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            f = stat_fields(pid)
+            user += int(f[11])
+            system += int(f[12])
+    tick = os.sysconf("SC_CLK_TCK")
+    return user / tick, system / tick
 
 
 def tree_cpu_seconds(root: int) -> float:

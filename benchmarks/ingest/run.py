@@ -628,8 +628,8 @@ def run_measured(
     m = measure_tree(proc, started, timeout, too_long, kill_when)
     return Usage(
         seconds=m.seconds,
-        cpu_user=m.rusage.ru_utime,
-        cpu_system=m.rusage.ru_stime,
+        cpu_user=m.rusage.ru_utime + m.orphan_user,
+        cpu_system=m.rusage.ru_stime + m.orphan_system,
         hwm_kib=m.hwm_kib,
         tree_pss_kib=m.tree_pss_kib,
         processes=m.processes,
