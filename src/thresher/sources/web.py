@@ -142,6 +142,18 @@ def _spec(ctx: JobContext, settings: CrawlSettings, shard: Shard | None) -> Chil
     )
 
 
+async def _run_engine(ctx: JobContext, spec: ChildCrawl, *, alone: bool = False) -> CrawlSummary:
+    """The crawl `spec` describes, in this process or a child's (`here_or_in_child`)."""
+    summary = await here_or_in_child(
+        spec,
+        lambda: spec.engine(ctx.store, ctx.clock, ctx.leases, ctx.stopping).run(),
+        ctx.stopping,
+        alone=alone,
+    )
+    assert isinstance(summary, CrawlSummary)
+    return summary
+
+
 @register("web.crawl")
 async def _crawl(ctx: JobContext) -> Outcome:
     settings = await _settings(ctx)
@@ -161,15 +173,8 @@ async def _crawl(ctx: JobContext) -> Outcome:
             JobSpec("web.shard", f"shard{i}", {"shard": i, "shards": n}) for i in range(n)
         )
         return Outcome(children=shards, commit=JobSpec("web.summary", "summary"))
-    spec = _spec(ctx, settings, None)
     # Here, always; counted, so that a shard this worker takes meanwhile gets a core.
-    summary = await here_or_in_child(
-        spec,
-        lambda: spec.engine(ctx.store, ctx.clock, ctx.leases, ctx.stopping).run(),
-        ctx.stopping,
-        alone=True,
-    )
-    assert isinstance(summary, CrawlSummary)
+    summary = await _run_engine(ctx, _spec(ctx, settings, None), alone=True)
     await _check_refused(ctx, summary)
     return Outcome(result=summary.as_dict())
 
@@ -200,13 +205,7 @@ async def _shard(ctx: JobContext) -> Outcome:
     of its own (shards are there to use more cores)."""
     shard = Shard(int(ctx.job.payload["shard"]), int(ctx.job.payload["shards"]))
     await take_share(ctx, shard.count, f"shard {shard.index}")
-    spec = _spec(ctx, await _settings(ctx), shard)
-    summary = await here_or_in_child(
-        spec,
-        lambda: spec.engine(ctx.store, ctx.clock, ctx.leases, ctx.stopping).run(),
-        ctx.stopping,
-    )
-    assert isinstance(summary, CrawlSummary)
+    summary = await _run_engine(ctx, _spec(ctx, await _settings(ctx), shard))
     return Outcome(result=summary.as_dict())
 
 
