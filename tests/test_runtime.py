@@ -3,6 +3,7 @@ called in a test's own process does not."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import json
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 from thresher.childproc import spawn_pool
 from thresher.cli.main import main
-from thresher.runtime import GC_THRESHOLD
+from thresher.runtime import GC_THRESHOLD, event_loop_name, run
 
 PROBE = """
 import gc, json, sys
@@ -102,3 +103,22 @@ def test_spawned_children_tune_themselves_as_the_program_does() -> None:
     finally:
         pool.shutdown()
     assert gc.get_threshold() != GC_THRESHOLD  # this process is left alone
+
+
+def test_commands_run_their_loop_on_uvloop() -> None:
+    """`runtime.run` is what every command runs its work with (see thresher.runtime)."""
+
+    async def which() -> str:
+        await asyncio.sleep(0)
+        return type(asyncio.get_running_loop()).__module__
+
+    assert event_loop_name() == "uvloop"
+    assert run(which()).startswith("uvloop")
+
+
+def test_run_hands_back_what_the_work_raised() -> None:
+    async def fail() -> None:
+        raise LookupError("no such thing")
+
+    with pytest.raises(LookupError, match="no such thing"):
+        run(fail())

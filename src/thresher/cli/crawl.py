@@ -8,7 +8,6 @@ every known URL with a conditional GET and fetches what is new.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -21,6 +20,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from .. import runtime
 from ..crawl import CrawlSummary
 from ..crawl.ledger import COUNTERS
 from ..errors import SourceError, UnknownSource
@@ -204,14 +204,14 @@ def crawl_command(
     setup_logging(app.verbose, console)
     started = time.time()
     if detach:
-        [report] = asyncio.run(run_plan(config, (name,), None, None, detach=True))
+        [report] = runtime.run(run_plan(config, (name,), None, None, detach=True))
         run = report.sources[0].run_id if report.sources else None
         if as_json:
             click.echo(json.dumps({"source": name, "run": run, "status": "queued"}))
         else:
             click.echo(f"{name}: queued as run {run}: `thresher worker` processes will do it")
         return
-    reports = asyncio.run(run_plan(config, (name,), None, console, _crawl_progress(name)))
+    reports = runtime.run(run_plan(config, (name,), None, console, _crawl_progress(name)))
     report = reports[-1]
     outcome = "interrupted" if report.interrupted else "ok"
     error = None

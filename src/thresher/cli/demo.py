@@ -17,7 +17,6 @@ why for the others (`NOT_SERVED`).
 
 from __future__ import annotations
 
-import asyncio
 import re
 import sys
 import time
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.console import Console
 
+from .. import runtime
 from ..archives.kinds import DEMO_KINDS, KINDS
 from ..archives.months import month_of, months_from
 from ..errors import SourceError, UsageError
@@ -128,7 +128,7 @@ def demo_command(app: App, port: int) -> None:
             names = [
                 _ensure_source(tx, kind, server.url(kind, DEMO_LIST), now) for kind in DEMO_KINDS
             ]
-        reports = asyncio.run(run_plan(config, tuple(names), None, console))
+        reports = runtime.run(run_plan(config, tuple(names), None, console))
     finally:
         server.stop()
     outcomes = {s.source: s for r in reports for s in r.sources}

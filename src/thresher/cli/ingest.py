@@ -11,7 +11,6 @@ part-way (1, after loading and reporting what came before the damage) fails.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import sys
@@ -32,6 +31,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from .. import runtime
 from ..errors import SourceError, UnknownSource
 from ..ingest.requests import (
     INGEST_TYPES,
@@ -320,7 +320,7 @@ def run_command(
     console = Console(stderr=True) if show else None
     setup_logging(app.verbose, console)
     started = time.monotonic()
-    reports = asyncio.run(
+    reports = runtime.run(
         run_plan(
             config,
             (INGEST_SOURCE,),

@@ -16,6 +16,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from .. import runtime
 from ..clock import SystemClock
 from ..config import Config
 from ..crawl.settings import CrawlSettings
@@ -241,7 +242,7 @@ def run_command(
     console = Console(stderr=True) if show else None
     setup_logging(app.verbose, console)
     started = time.time()
-    reports = asyncio.run(run_plan(config, names, interval, console, detach=detach))
+    reports = runtime.run(run_plan(config, names, interval, console, detach=detach))
     failed = incomplete = False
     for report in reports:
         failed = failed or any(s.outcome == "failed" for s in report.sources)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
 
+from .. import runtime
 from ..errors import UsageError
 from ..redact import redact_url as redact
 from .app import App, setup_logging
@@ -82,7 +82,7 @@ def serve_command(app: App, host: str, port: int, token: str | None) -> None:
         sys.stdout.flush()
 
     try:
-        asyncio.run(
+        runtime.run(
             serve_forever(
                 config.store_url,
                 config.home,

@@ -17,6 +17,7 @@ import time
 
 import click
 
+from .. import runtime
 from ..clock import SystemClock
 from ..config import Config
 from ..jobs import PoolStats
@@ -121,7 +122,7 @@ def worker_command(
         )
     where = redact_url(config.store_url)
     log.info("worker %s: serving %s with %d at once", owner, where, config.workers)
-    stats = asyncio.run(serve(config, owner))
+    stats = runtime.run(serve(config, owner))
     click.echo(
         f"worker {owner} stopped: jobs done {stats.done}, retried {stats.retried}, "
         f"failed {stats.failed}, handed back {stats.released}"

@@ -40,7 +40,7 @@ from typing import Any, NoReturn, Protocol, TypeVar
 from ..childproc import die_with_parent, sigint_blocked
 from ..errors import PermanentError, TransientError
 from ..redact import RedactingFilter, remember
-from ..runtime import tune_process, tuned
+from ..runtime import run, tune_process, tuned
 from .retry import is_transient
 
 __all__ = [
@@ -352,7 +352,7 @@ def _run(spec: Any) -> bytes:
     remember(spec.store_url)
     root.handlers = [handler]
     try:
-        answer: tuple[str, Any] = ("ok", asyncio.run(_until_sigterm(spec)))
+        answer: tuple[str, Any] = ("ok", run(_until_sigterm(spec)))
     except BaseException as exc:  # every failure goes back to the parent
         answer = ("error", _portable(exc))
     return pickle.dumps(answer)
