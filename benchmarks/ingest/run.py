@@ -35,6 +35,7 @@ import base64
 import collections
 import contextlib
 import datetime
+import functools
 import hashlib
 import json
 import math
@@ -878,6 +879,20 @@ class Row:
         return 1000 * self.usage.cpu / self.requests if self.requests else 0.0
 
 
+@functools.cache
+def shards_known(build: Build) -> bool:
+    """Whether `build`'s `ingest run` takes --shards: a baseline from before it had them
+    runs in one process (and its row says so)."""
+    helped = subprocess.run(
+        [sys.executable, "-m", "thresher", "ingest", "run", "--help"],
+        env=build.env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return "--shards" in helped.stdout
+
+
 @dataclass
 class Bench:
     site: Site
@@ -933,7 +948,7 @@ class Bench:
         log0, nginx0 = self.server.log_size(), self.server.cpu_seconds()
         db0 = self.pg.cpu_seconds() if self.pg and db else None
         try:
-            cmd = run_cmd(home, db, self.workers, 1 if build.pythonpath else self.shards)
+            cmd = run_cmd(home, db, self.workers, self.shards if shards_known(build) else 1)
             usage = run_measured(cmd, out, self.timeout, build.env(), kill_when)
         finally:
             counter.close()
