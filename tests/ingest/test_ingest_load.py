@@ -22,20 +22,22 @@ from psycopg.rows import dict_row
 
 from thresher.cli.main import main
 from thresher.errors import UsageError
-from thresher.ingest.requests import (
-    MAX_LINE_BYTES,
-    MAX_REJECTS,
+from thresher.ingest.request_line import (
     MAX_SOURCE_BYTES,
     MAX_SOURCE_ID_BYTES,
     MAX_URL_BYTES,
-    DamagedInput,
     IngestRequest,
-    LoadReport,
     Rejected,
     UnreadableInput,
-    load_requests,
     parse_line,
     parse_tsv_header,
+)
+from thresher.ingest.requests import (
+    MAX_LINE_BYTES,
+    MAX_REJECTS,
+    DamagedInput,
+    LoadReport,
+    load_requests,
     read_requests,
 )
 from thresher.store import Store, open_store

@@ -21,7 +21,8 @@ from conftest import new_pg_database
 from thresher.cli.main import main
 from thresher.clock import SystemClock
 from thresher.config import Config
-from thresher.ingest.requests import IngestRequest, load_requests, read_requests
+from thresher.ingest.request_line import IngestRequest
+from thresher.ingest.requests import load_requests, read_requests
 from thresher.ingest.walk import STATUSES
 from thresher.plan import ExecutionPlan, RunReport
 from thresher.sources import add_source

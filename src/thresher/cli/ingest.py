@@ -33,8 +33,8 @@ from rich.progress import (
 
 from .. import runtime
 from ..errors import SourceError, UnknownSource
+from ..ingest.request_line import INGEST_TYPES
 from ..ingest.requests import (
-    INGEST_TYPES,
     MAX_REJECTS,
     DamagedInput,
     LoadReport,

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..ingest.report import PENDING, ingest_stats, iter_results
-from ..ingest.requests import INGEST_TYPES
+from ..ingest.request_line import INGEST_TYPES
 from .app import App
 from .commands import examples
 from .export import write_output

@@ -10,14 +10,17 @@ the link to the file and follows that, up to a hop limit.
   whether that is what the request asked for (``expected_kind``).
 - `thresher.ingest.landing`: the full-text link of a landing page
   (``find_fulltext_link``), by the rules the big hosting platforms follow.
-- `thresher.ingest.requests`: requests read from JSON Lines / TSV dumps and loaded
-  into the store (``load_requests``), every rejected line with its reason.
+- `thresher.ingest.request_line`: one line of a JSON Lines / TSV dump as a request
+  (``parse_line``), or rejected with its reason.
+- `thresher.ingest.requests`: dumps read (``read_requests``) and loaded into the store
+  (``load_requests``), every rejected line counted.
 
 The first two are pure functions of bytes and never raise.
 """
 
 from .landing import FulltextLink, find_fulltext_link
-from .requests import IngestRequest, LoadReport, Rejected, load_requests, read_requests
+from .request_line import IngestRequest, Rejected
+from .requests import LoadReport, load_requests, read_requests
 from .sniff import expected_kind, sniff_mimetype
 
 __all__ = [

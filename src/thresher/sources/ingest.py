@@ -32,7 +32,7 @@ from ..ingest import ledger
 from ..ingest.engine import IngestSettings, ShardSummary
 from ..ingest.ledger import Filler, Selection
 from ..ingest.process import ShardWork
-from ..ingest.requests import INGEST_TYPES
+from ..ingest.request_line import INGEST_TYPES
 from ..ingest.walk import MAX_HOPS, STATUSES
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.child import here_or_in_child
