@@ -1186,8 +1186,9 @@ def targets(rows: Sequence[Row]) -> list[str]:
             f" {verdict(mine.rate >= target)}"
         )
         lines.append(
-            f"target: {mine.tool} <= {CPU_TARGET_MS} ms of CPU per request: {mine.cpu_ms:.2f}"
-            f" (rounds: {', '.join(f'{r.cpu_ms:.2f}' for r in mine.rounds or [mine])}):"
+            # Three decimals: 1.504 shown as "1.50" read as met while it was not.
+            f"target: {mine.tool} <= {CPU_TARGET_MS} ms of CPU per request: {mine.cpu_ms:.3f}"
+            f" (rounds: {', '.join(f'{r.cpu_ms:.3f}' for r in mine.rounds or [mine])}):"
             f" {verdict(mine.cpu_ms <= CPU_TARGET_MS)}"
         )
         lines.append(
