@@ -21,10 +21,25 @@ def home(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Home:
     return Home(tmp_path / "home", db, THRESHER_LEASE_SECONDS="3")
 
 
-def wait_for(check: object, what: str, timeout: float = 60) -> None:
+def wait_for(
+    check: object, what: str, timeout: float = 60, worker: subprocess.Popen[str] | None = None
+) -> None:
+    """Poll `check` until it holds; past `timeout`, fail with what `worker` (if given)
+    wrote and whether it is still alive: a worker that died or hung says why."""
     deadline = time.monotonic() + timeout
     while not check():  # type: ignore[operator]
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if time.monotonic() >= deadline:
+            said = ""
+            if worker is not None:
+                alive = worker.poll() is None
+                if alive:
+                    worker.kill()
+                out, err = worker.communicate(timeout=30)
+                said = (
+                    f"\nthe worker {'was still running' if alive else 'had ended'}"
+                    f" (exit {worker.returncode}); stdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
+                )
+            raise AssertionError(f"timed out waiting for {what}{said}")
         time.sleep(0.1)
 
 
@@ -89,6 +104,7 @@ def test_sigterm_hands_unfinished_jobs_back_at_once(home: Home) -> None:
                 == 2
             ),
             "two leaves in flight",
+            worker=worker,
         )
         status = json.loads(home.run("status", "--json").stdout)
         # Named as the user named it.
@@ -107,7 +123,8 @@ def test_sigterm_hands_unfinished_jobs_back_at_once(home: Home) -> None:
         stop(other)
     finally:
         started = time.monotonic()
-        out, _ = stop(worker)
+        # Unless wait_for ended it, to say why it never got its jobs.
+        out = stop(worker)[0] if worker.returncode is None else ""
     assert time.monotonic() - started < 10  # not the minute the jobs would take
     assert "worker busy stopped" in out and "handed back 2" in out
     # Stopped with its run open: interrupted, until a worker or `run` takes it up again.
