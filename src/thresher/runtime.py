@@ -9,13 +9,6 @@ crawl, with ten full passes: 0.53-0.62 s of a 10.5 s crawl's CPU, 5 %. Hardly an
 it found garbage: Thresher's objects are freed by reference counting; cycles come from
 the odd exception and traceback.
 
-**The event loop.** Thresher's commands run their loop on uvloop (libuv) where it is
-installed (`run`), else on asyncio's own. An ingest spends a third of its event loop's
-time in asyncio's transports and aiohttp; with uvloop, `benchmarks/ingest` took 5 % less
-CPU per request (3-10 % in seven pairs of runs made side by side, 2026-12-06), since a
-socket's send no longer lets go of the GIL for the hash thread to take it. The crawl
-benchmark was unchanged.
-
 So a long-running process (the `thresher` command, a crawl shard's process) freezes what
 its imports made (`gc.freeze`: never traversed again) and collects the young generation
 every 10 000 new objects: 4 passes in the same crawl, 0.01 s. Cyclic garbage waits a
@@ -31,6 +24,13 @@ crawl took 8 % less CPU and 9 % less time once the heap kept `MALLOC_TRIM_THRESH
 bytes of free space and grew by `MALLOC_TOP_PAD` more than it needed (measured in
 turns, three runs each: 6.6-6.8 s against 5.9-6.2 s). A process keeps at most those
 few MiB more than before.
+
+**The event loop.** Thresher's commands run their loop on uvloop (libuv) where it is
+installed (`run`), else on asyncio's own. An ingest spends a third of its event loop's
+time in asyncio's transports and aiohttp; with uvloop, `benchmarks/ingest` took 5 % less
+CPU per request (3-10 % in seven pairs of runs made side by side, 2026-12-06), probably
+because a socket's send on asyncio's loop lets go of the GIL and the hash thread takes
+it, while uvloop's keeps it. The crawl benchmark was unchanged.
 """
 
 from __future__ import annotations
