@@ -124,9 +124,6 @@ class Rejected:
         return f"line {self.line_number}: {self.reason}"
 
 
-# --- one line ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class TsvHeader:
     """A TSV file's columns, each with where its cells go: ("field", name) for the
