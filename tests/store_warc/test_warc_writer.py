@@ -9,6 +9,7 @@ import gzip
 import hashlib
 import importlib
 import io
+import itertools
 import json
 import os
 import random
@@ -758,3 +759,18 @@ def test_a_stored_gzip_member_reads_back_as_zlibs_does(size: int) -> None:
     # One member that ends where it says: a reader of a file of many finds the next.
     d = zlib.decompressobj(31)
     assert d.decompress(member + b"next") == data and d.eof and d.unused_data == b"next"
+
+
+@pytest.mark.parametrize(
+    "cuts",
+    [(), (0,), (10,), (65_535,), (65_530, 65_540), (1, 2, 3, 70_000, 200_000), (196_612,)],
+)
+def test_a_stored_member_in_parts_is_the_member_of_their_join(cuts: tuple[int, ...]) -> None:
+    # A record's head, its payload and its end are handed over apart, never joined: the
+    # member must be the same bytes, whatever falls across a block's boundary.
+    data = os.urandom(3 * 65_535 + 7)
+    bounds = [0, *cuts, len(data)]
+    parts = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    assert gzip_stored(*parts) == gzip_stored(data)
+    assert gzip.decompress(gzip_stored(*parts)) == data
+    assert gzip_stored(b"", b"") == gzip_stored(b"") == gzip_stored()

@@ -550,7 +550,8 @@ class WarcWriter:
                 response_id,
                 f"{http_common}WARC-Payload-Digest: {digest}\r\n",
                 _HTTP_RESPONSE,
-                response_head + payload,
+                response_head,
+                payload=payload,
                 stored=stored,
                 digest=block_digest,
             )
@@ -796,22 +797,28 @@ class WarcWriter:
         content_type: str | None,
         block: bytes,
         *,
+        payload: bytes = b"",
         stored: bool = False,
         digest: str | None = None,
     ) -> bytes:
-        """One record as one gzip member (no Content-Type without a ``content_type``);
-        ``stored``: of deflate's stored blocks (level 0), for a block that will not shrink.
-        ``digest``: the block's, if the caller has it."""
-        block_digest = digest or _digest(block)
+        """One record as one gzip member (no Content-Type without a ``content_type``); its
+        block is ``block`` then ``payload`` (an HTTP head and the body it heads, kept apart
+        so that a big body is copied once, into the member). ``stored``: of deflate's
+        stored blocks (level 0), for a block that will not shrink. ``digest``: the block's,
+        if the caller has it."""
+        if digest is None:
+            hashed = hashlib.sha1(block)
+            hashed.update(payload)
+            digest = sha1_digest(hashed.digest())
         typed = f"Content-Type: {content_type}\r\n" if content_type else ""
         head = (
             f"{WARC_VERSION}\r\nWARC-Type: {rec_type}\r\nWARC-Record-ID: {record_id}\r\n"
-            f"{fields}{typed}WARC-Block-Digest: {block_digest}\r\n"
-            f"Content-Length: {len(block)}\r\n\r\n"
+            f"{fields}{typed}WARC-Block-Digest: {digest}\r\n"
+            f"Content-Length: {len(block) + len(payload)}\r\n\r\n"
         ).encode()
         if stored:
-            return gzip_stored(head + block + b"\r\n\r\n")
-        return self._compress(head + block + b"\r\n\r\n")
+            return gzip_stored(head + block, payload, b"\r\n\r\n")
+        return self._compress(b"".join((head, block, payload, b"\r\n\r\n")))
 
     def _write(self, data: bytes) -> None:
         assert self._file is not None
