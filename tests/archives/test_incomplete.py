@@ -13,6 +13,7 @@ import pytest
 
 from cli_proc import Home
 from thresher.archives.demo import DemoArchive, generate_messages
+from thresher.archives.demo_files import ArchiveFiles
 
 ADDR = "dev@example.org"
 
@@ -23,13 +24,24 @@ class Withholding(DemoArchive):
 
     withheld: frozenset[bytes] = frozenset()
 
-    def _render(
+    def _new_files(self) -> ArchiveFiles:
+        return WithheldFiles(self)
+
+
+class WithheldFiles(ArchiveFiles):
+    """The files of a `Withholding` archive: its exports rendered without `withheld`."""
+
+    def __init__(self, server: Withholding) -> None:
+        super().__init__()
+        self.server = server
+
+    def render(
         self, address: str, key: str, version: int, messages: Sequence[bytes], kind: str
     ) -> tuple[bytes, str]:
         if key.startswith("export:"):
-            kept = tuple(m for m in messages if m not in self.withheld)
-            return super()._render(address, key, hash((version, kept)), kept, kind)
-        return super()._render(address, key, version, messages, kind)
+            kept = tuple(m for m in messages if m not in self.server.withheld)
+            return super().render(address, key, hash((version, kept)), kept, kind)
+        return super().render(address, key, version, messages, kind)
 
 
 @pytest.fixture
