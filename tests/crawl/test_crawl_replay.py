@@ -20,7 +20,7 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 from cli_proc import Home
 from conftest import new_pg_database
 from thresher.store.cdxj import parse_cdxj_line
-from thresher.store.warc import NOT_MODIFIED_PROFILE, REVISIT_PROFILE
+from thresher.store.warcrecord import NOT_MODIFIED_PROFILE, REVISIT_PROFILE
 from wayback import get, wayback
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from test_crawl import SOURCE, crawl, make_config
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from thresher.parse import css_urls, decode_css, extract_links, is_css, is_html
-from thresher.store.warc import NOT_MODIFIED_PROFILE
+from thresher.store.warcrecord import NOT_MODIFIED_PROFILE
 from wayback import get, wayback
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(64))

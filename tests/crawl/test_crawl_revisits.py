@@ -14,7 +14,7 @@ from crawlsite import Page, SiteServer
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
 from cli_proc import Home
-from thresher.store.warc import NOT_MODIFIED_PROFILE, REVISIT_PROFILE
+from thresher.store.warcrecord import NOT_MODIFIED_PROFILE, REVISIT_PROFILE
 
 
 def captures(warc_dir: Path) -> dict[str, list[dict[str, str]]]:

@@ -19,7 +19,8 @@ import pytest
 from warc_samples import capture_of, gzip_encoded, make_exchange, not_modified, write
 
 from thresher.store.cdxj import cdxj_path, parse_cdxj_line, surt
-from thresher.store.warc import Capture, WarcWriter
+from thresher.store.warc import WarcWriter
+from thresher.store.warcrecord import Capture
 from wayback import get, wayback
 
 pytestmark = pytest.mark.slow

@@ -41,13 +41,11 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 
 from thresher.store.cdxj import cdxj_path, parse_cdxj_line, surt, timestamp14, write_index
 from thresher.store.gzmember import gzip_stored
-from thresher.store.warc import (
+from thresher.store.warc import WarcError, WarcPosition, WarcWriter
+from thresher.store.warcrecord import (
     NOT_MODIFIED_PROFILE,
     REVISIT_PROFILE,
     Capture,
-    WarcError,
-    WarcPosition,
-    WarcWriter,
     _record_id,
     _warc_date,
     http_head,

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untyped]
 
-from thresher.store.warc import Capture, WarcWriter, WrittenRecord
+from thresher.store.warc import WarcWriter, WrittenRecord
+from thresher.store.warcrecord import Capture
 
 __all__ = [
     "Exchange",

@@ -58,7 +58,8 @@ from ..frontier.politeness import is_failure
 from ..parse.sitemaps import Sitemap
 from ..store import Row, Tx
 from ..store.aio import AsyncStore
-from ..store.warc import Capture, WarcPosition
+from ..store.warc import WarcPosition
+from ..store.warcrecord import Capture
 from ..weburl import resolve
 from .ledger import Batch, CrawlLedger, Loaded, Pending, Shard, ShardState, Unowned
 from .pages import Exchange, Pages, Processed, WarcSetup, open_pages

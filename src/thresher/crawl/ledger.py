@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import LeaseLost
 from ..frontier import Sieve
 from ..store import Row, Tx
-from ..store.warc import Capture
+from ..store.warcrecord import Capture
 
 __all__ = [
     "COUNTERS",

@@ -30,7 +30,8 @@ from ..parse import decode_css, extract_links, is_css, is_html
 from ..parse.css import css_urls
 from ..parse.links import resolver
 from ..parse.sitemaps import Sitemap, read_sitemap
-from ..store.warc import Capture, WarcPosition, WarcWriter, payload_digest
+from ..store.warc import WarcPosition, WarcWriter
+from ..store.warcrecord import Capture, payload_digest
 
 __all__ = [
     "Exchange",

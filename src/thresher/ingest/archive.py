@@ -46,7 +46,8 @@ from ..clock import Clock
 from ..errors import TransientError
 from ..fetch import Response
 from ..store import Row, Tx
-from ..store.warc import PreparedExchange, WarcPosition, WarcWriter, sha1_digest
+from ..store.warc import WarcPosition, WarcWriter
+from ..store.warcrecord import PreparedExchange, sha1_digest
 
 __all__ = [
     "Digests",
