@@ -19,6 +19,7 @@ from warcio.archiveiterator import ArchiveIterator  # type: ignore[import-untype
 
 from thresher.clock import SystemClock
 from thresher.crawl import CrawlEngine, CrawlSettings, CrawlSummary
+from thresher.crawl.ledger import Batch, CrawlLedger
 from thresher.errors import StoreUnavailable
 from thresher.store import Row, Tx, open_store
 from thresher.store.aio import AsyncStore
@@ -173,3 +174,19 @@ def test_a_failed_commit_is_written_by_the_next_and_nothing_is_archived_twice(
     rows = url_rows(store_url)
     assert "queued" not in {r["state"] for r in rows}
     assert summary.pages == sum(1 for r in rows if r["state"] == "done")
+
+
+def test_a_taken_batch_goes_back_before_what_came_since() -> None:
+    """The engine's batch is one object for the engine's life (admission and fetches
+    record in it): a commit takes what it holds, and one that failed puts it back first."""
+    ledger = CrawlLedger("web", 1, job=None, owner=None)
+    batch = Batch()
+    ledger.finish(batch, 1, "done", now=1.0)
+    batch.counts["pages"] += 1
+    taken = batch.take()
+    assert len(taken) == 1 and taken.counts["pages"] == 1
+    assert len(batch) == 0 and batch.counts["pages"] == 0
+    ledger.finish(batch, 2, "done", now=2.0)
+    batch.counts["pages"] += 1
+    batch.put_back(taken)
+    assert [f[0] for f in batch.finishes] == [1, 2] and batch.counts["pages"] == 2

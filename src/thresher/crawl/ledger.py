@@ -182,6 +182,22 @@ class Batch:
             self.lastmods + later.lastmods,
         )
 
+    def take(self) -> Batch:
+        """What this batch holds, moved to a batch of its own for a commit to write; this
+        one goes on empty, so whoever records in it keeps the same object."""
+        taken = Batch(
+            self.inserts, self.finishes, self.robots, self.sends, self.counts, self.lastmods
+        )
+        self.inserts, self.finishes, self.robots, self.sends = [], [], [], []
+        self.counts, self.lastmods = dict.fromkeys(COUNTERS, 0), []
+        return taken
+
+    def put_back(self, taken: Batch) -> None:
+        """A batch `take` gave that was not committed, back before what came since."""
+        both = taken.then(self)
+        self.inserts, self.finishes, self.robots = both.inserts, both.finishes, both.robots
+        self.sends, self.counts, self.lastmods = both.sends, both.counts, both.lastmods
+
 
 class CrawlLedger:
     """Reads and writes one source's crawl state for one run (no I/O of its own: it works
