@@ -153,6 +153,50 @@ def test_ctrl_c_while_the_program_loads_prints_no_traceback() -> None:
             assert err.strip() == "thresher: interrupted", err
 
 
+# Sends a Ctrl-C from inside a weakref callback (where CPython's module locks run theirs)
+# when the program imports its first module of its own: the callback's KeyboardInterrupt
+# cannot propagate, and CPython prints it as "Exception ignored" and goes on.
+_CTRL_C_IN_A_CALLBACK = """
+import os, signal, sys, weakref
+
+class Lock:
+    pass
+
+class SendsCtrlC:
+    sent = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "thresher.runtime" and not SendsCtrlC.sent:
+            SendsCtrlC.sent = True
+            lock = Lock()
+
+            def callback(ref):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(100_000):  # the handler runs in here
+                    pass
+
+            ref = weakref.ref(lock, callback)
+            del lock
+        return None
+
+sys.meta_path.insert(0, SendsCtrlC())
+from thresher.cli.entry import entry
+sys.argv = ["thresher", "crawl", "--help"]
+sys.exit(entry())
+"""
+
+
+def test_a_ctrl_c_python_could_not_raise_still_stops_the_program() -> None:
+    """A Ctrl-C whose KeyboardInterrupt CPython swallowed while the program loaded: not
+    an "Exception ignored" trace and a program that goes on, but the one line and 130."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_IN_A_CALLBACK], capture_output=True, text=True, timeout=60
+    )
+    assert proc.stderr.strip() == "thresher: interrupted", proc.stderr
+    assert proc.returncode in (130, -signal.SIGINT), proc.stderr
+    assert "Usage" not in proc.stdout
+
+
 def test_nothing_is_imported_before_the_program_can_catch_ctrl_c() -> None:
     """The `thresher` package and its entry import next to nothing: all the rest is
     imported inside the entry's Ctrl-C handler. (The package imported its config, clock
