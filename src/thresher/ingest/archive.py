@@ -47,7 +47,7 @@ from ..errors import TransientError
 from ..fetch import Response
 from ..store import Row, Tx
 from ..store.warc import WarcPosition, WarcWriter
-from ..store.warcrecord import PreparedExchange, sha1_digest
+from ..store.warcrecord import PreparedExchange, prepare_exchange, sha1_digest
 
 __all__ = [
     "Digests",
@@ -221,9 +221,9 @@ class IngestArchive:
         self.max_size = max_size
         self.slot: str | None = None
         self._writer: WarcWriter | None = None
-        # Records are built by a writer's compressor, which no file or state of it
+        # Records are built with a writer's compressor, which no file or state of it
         # touches: the first writer's, whichever writer is open now.
-        self._builder: WarcWriter | None = None
+        self._compress: Callable[[bytes], bytes] | None = None
         self.commits = 0
         self.written = 0  # records written (bodies new to the store)
 
@@ -235,10 +235,11 @@ class IngestArchive:
 
     def record(self, response: Response, mimetype: str | None, digests: Digests) -> Kept:
         """The body's records, built from its `digests` (`digest`, on any thread)."""
-        builder = self._builder
-        assert builder is not None, "open() the archive first"
+        compress = self._compress
+        assert compress is not None, "open() the archive first"
         plain = digests.payload is None
-        record = builder.prepare_exchange(
+        record = prepare_exchange(
+            compress,
             url=response.url,
             request_head=response.request_head,
             response_head=digests.head,
@@ -288,7 +289,7 @@ class IngestArchive:
         self.slot = name
         _IN_USE.add((self.directory, name))
         self._writer = writer
-        self._builder = self._builder or writer
+        self._compress = self._compress or writer.compress
 
     def commit(self, tx: Tx, bodies: Iterable[Kept], now: float) -> int:
         """Keep each of `bodies` the store does not hold yet: its `file_meta` row, its

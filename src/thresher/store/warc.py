@@ -40,7 +40,7 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -255,41 +255,12 @@ class WarcWriter:
             )
         )
 
-    def prepare_exchange(
-        self,
-        *,
-        url: str,
-        request_head: bytes,
-        response_head: bytes,
-        payload: bytes,
-        ip: str | None,
-        fetched_at: float,
-        revisit_of: Capture | None = None,
-        not_modified_of: Capture | None = None,
-        payload_digest: str | None = None,
-        outlinks: Sequence[str] = (),
-        stored: bool = False,
-        block_digest: str | None = None,
-    ) -> PreparedExchange:
-        """The records of `write_exchange`, built and compressed as this writer compresses
-        but not written (`thresher.store.warcrecord.prepare_exchange`, where ``stored``
-        and ``block_digest`` are described): it touches no file, so any thread may call it
-        ahead of `append`."""
-        return prepare_exchange(
-            self._compress,
-            url=url,
-            request_head=request_head,
-            response_head=response_head,
-            payload=payload,
-            ip=ip,
-            fetched_at=fetched_at,
-            revisit_of=revisit_of,
-            not_modified_of=not_modified_of,
-            payload_digest=payload_digest,
-            outlinks=outlinks,
-            stored=stored,
-            block_digest=block_digest,
-        )
+    @property
+    def compress(self) -> Callable[[bytes], bytes]:
+        """How this writer makes a record's gzip member: what
+        `thresher.store.warcrecord.prepare_exchange` takes to build records for `append`,
+        on any thread (it touches no file)."""
+        return self._compress
 
     def append(self, prepared: PreparedExchange) -> WrittenRecord:
         """Write an exchange `prepare_exchange` built (of this writer: same compression)."""

@@ -253,9 +253,9 @@ def prepare_exchange(
     block_digest: str | None = None,
 ) -> PreparedExchange:
     """The records of `WarcWriter.write_exchange` (whose arguments these are), built and
-    compressed with ``compress`` (a `thresher.store.gzmember.compressor`'s function) but not
-    written: the expensive part, which touches no file, so any thread may do it ahead of
-    `WarcWriter.append`.
+    compressed with ``compress`` (the `WarcWriter.compress` of the writer that will append
+    them) but not written: the expensive part, which touches no file, so any thread may do
+    it ahead of `WarcWriter.append`.
 
     ``stored``: the payload is compressed already (a PDF's streams, an image, a zip),
     so its record is a gzip member of stored blocks (deflate level 0): still a gzip
