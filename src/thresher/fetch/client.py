@@ -53,17 +53,15 @@ from thresher.fetch.decoding import (
 )
 from thresher.fetch.dns import DNSCache, GuardedResolver, Lookup
 from thresher.fetch.errors import (
-    AddressRefused,
     BadResponse,
-    ConnectionFailed,
-    DNSError,
     FetchError,
     FetchTimeout,
     InvalidRequestURL,
     TooLarge,
 )
-from thresher.fetch.guard import GuardRefusal, guarded_socket
+from thresher.fetch.guard import guarded_socket
 from thresher.fetch.response import Response
+from thresher.fetch.translate import translate
 
 __all__ = ["FetchSettings", "Fetcher", "request_url"]
 
@@ -82,10 +80,6 @@ _NEEDS_ENCODING = re.compile(r'[^\x21-\x7e]|["<>]')
 _NEEDS_ENCODING_IN_PATH = re.compile(r"[{}^`\\]")
 
 _HEADER_BREAK = re.compile(r"[\r\n\0]")
-
-# aiohttp reports a connection reset in the middle of a body only in the message of
-# its ClientPayloadError (the underlying OSError is not attached).
-_RESET_MARKERS = ("ConnectionResetError", "BrokenPipeError", "ConnectionAbortedError")
 
 
 @dataclass(frozen=True)
@@ -348,7 +342,7 @@ class Fetcher:
             if isinstance(exc, FetchError):
                 raise exc.for_url(url) from None
             if isinstance(exc, Exception):
-                raise _translate(exc, url) from exc
+                raise translate(exc, url) from exc
             raise  # cancelled: not ours to translate
         deadlines.finish(exchange)
         if exchange.expired is not None:  # expired as it ended, and the cancel was swallowed
@@ -511,51 +505,3 @@ def _request_head(resp: aiohttp.ClientResponse) -> bytes:
     lines.append("\r\n")
     # aiohttp writes header values as UTF-8.
     return "\r\n".join(lines).encode("utf-8", "surrogateescape")
-
-
-def _translate(exc: Exception, url: str) -> FetchError:
-    """The FetchError for whatever aiohttp, asyncio or the OS raised while fetching `url`.
-    Order matters: aiohttp's classes inherit from several of these at once."""
-    reason = str(exc) or type(exc).__name__
-    if isinstance(exc, aiohttp.ClientConnectorDNSError):
-        return DNSError(url, f"cannot resolve host: {exc.os_error}")
-    if isinstance(exc, TimeoutError):
-        # aiohttp times only the connecting (`Deadlines` keep the rest); the kernel's
-        # ETIMEDOUT is a TimeoutError too.
-        if isinstance(exc, aiohttp.ConnectionTimeoutError):
-            return FetchTimeout(url, "connecting timed out")
-        return FetchTimeout(url, f"timed out: {reason}")
-    if isinstance(exc, aiohttp.ClientConnectorError):
-        refused = _guard_refusal(exc.os_error)
-        if refused is not None:
-            return AddressRefused(url, refused.strerror or str(refused))
-        if isinstance(exc, aiohttp.ClientSSLError):
-            return ConnectionFailed(url, f"TLS: {exc.os_error}")
-        return ConnectionFailed(url, f"cannot connect: {exc.os_error}")
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        if any(marker in reason for marker in _RESET_MARKERS):
-            return ConnectionFailed(url, f"connection reset while reading the body: {reason}")
-        return BadResponse(url, reason)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        # Without raise_for_status this only comes from the response parser.
-        return BadResponse(url, f"malformed response: {exc.message}")
-    if isinstance(exc, aiohttp.InvalidURL):
-        return InvalidRequestURL(url, f"invalid URL: {reason}")
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return ConnectionFailed(url, "server closed the connection without answering")
-    if isinstance(exc, aiohttp.ClientConnectionError | OSError):
-        return ConnectionFailed(url, f"connection failed: {reason}")
-    if isinstance(exc, aiohttp.ClientError):
-        return BadResponse(url, reason)
-    if isinstance(exc, ValueError):
-        # aiohttp refuses header values with CR/LF or that cannot be encoded.
-        return InvalidRequestURL(url, f"invalid request: {reason}")
-    raise exc  # a bug, not a failed fetch: let it be seen
-
-
-def _guard_refusal(error: BaseException | None) -> GuardRefusal | None:
-    while error is not None:
-        if isinstance(error, GuardRefusal):
-            return error
-        error = error.__cause__ or error.__context__
-    return None
