@@ -45,7 +45,8 @@ from ..archives.rows import parse_rows, whole_message_path
 from ..archives.units import Known, Unit, files_by_date
 from ..errors import PermanentError, TransientError
 from ..fetch import Response
-from ..fetch.news import NewsHosts, NewsSettings, news_url
+from ..fetch.news import NewsHosts
+from ..fetch.news_address import NewsSettings, news_url
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.queue import hold
 from ..redact import remember_secret

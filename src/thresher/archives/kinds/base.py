@@ -95,8 +95,8 @@ class NewsReader(Protocol):
 
     async def article(self, number: int, max_bytes: int) -> bytes | None:
         """ARTICLE: the article as the server holds it (lines ending in LF), None when
-        it has no such article (423, 430); `thresher.fetch.news.ArticleTooLarge` past
-        `max_bytes`."""
+        it has no such article (423, 430); `thresher.fetch.news_answers.ArticleTooLarge`
+        past `max_bytes`."""
         ...
 
 

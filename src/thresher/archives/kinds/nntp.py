@@ -37,7 +37,8 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from ...errors import SourceError
-from ...fetch.news import NEWS_SCHEMES, ArticleTooLarge, news_url
+from ...fetch.news_address import NEWS_SCHEMES, news_url
+from ...fetch.news_answers import ArticleTooLarge
 from ..mbox import RawMessage
 from ..message import normalize_message_id
 from ..units import Known, Unit
