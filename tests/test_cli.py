@@ -179,6 +179,9 @@ class SendsCtrlC:
             del lock
         return None
 
+# As in a terminal: a process started in the background of a script inherits SIGINT
+# ignored, and Python then leaves it so.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.meta_path.insert(0, SendsCtrlC())
 from thresher.cli.entry import entry
 sys.argv = ["thresher", "crawl", "--help"]
