@@ -1,7 +1,8 @@
 """A worker pool's group commits and claims of many jobs at once, on both backends: short
 jobs are claimed ahead and committed together, and a write that fails fails only its own
 job. (That a long job is never claimed ahead of a free worker, test_worker_cli.py shows:
-a worker with two slots holds two of four minute-long jobs, not four.)"""
+a worker with two slots holds two of four minute-long jobs, not four; and so does the
+last test here, with the moment that once let it take four made wide.)"""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from typing import Any
 from thresher.clock import SystemClock
 from thresher.config import Config
 from thresher.errors import PermanentError
-from thresher.jobs import JobContext, JobSpec, Outcome, WorkerPool, queue
+from thresher.jobs import Job, JobContext, JobSpec, Outcome, WorkerPool, queue
 from thresher.jobs.handlers import register
+from thresher.jobs.worker import IDLE_POLL_SECONDS
 from thresher.store import Tx
 from thresher.store.aio import AsyncStore
 
@@ -51,6 +53,25 @@ async def _leaf(ctx: JobContext) -> Outcome:
     return Outcome(result={"i": ctx.job.payload["i"]}, write=write)
 
 
+# The long leaves: started, and released by the test.
+STARTED: list[str] = []
+RELEASE: dict[str, asyncio.Event] = {}
+
+
+@register("test.group.long_root")
+async def _long_root(ctx: JobContext) -> Outcome:
+    n = int(ctx.job.payload["n"])
+    await asyncio.sleep(0.2)  # the other worker, finding nothing to claim, polls
+    return Outcome(children=tuple(JobSpec("test.group.long", f"l{i}", {}) for i in range(n)))
+
+
+@register("test.group.long")
+async def _long(ctx: JobContext) -> Outcome:
+    STARTED.append(ctx.job.key)
+    await RELEASE["leaves"].wait()
+    return Outcome(result="done")
+
+
 async def _run(config: Config, payload: dict[str, Any], counted: AsyncStore) -> Any:
     run = await counted.run(lambda tx: _open(tx, payload))
     stats = await WorkerPool(config, counted, SystemClock(), [run]).run()
@@ -59,13 +80,13 @@ async def _run(config: Config, payload: dict[str, Any], counted: AsyncStore) -> 
     return stats, jobs, rows
 
 
-def _open(tx: Tx, payload: dict[str, Any]) -> int:
+def _open(tx: Tx, payload: dict[str, Any], kind: str = "test.group.root") -> int:
     row = tx.one("open_source_run", source="g", now=time.time())
     assert row is not None
     run = int(row["id"])
     queue.enqueue(
         tx,
-        JobSpec("test.group.root", "root", payload),
+        JobSpec(kind, "root", payload),
         key=f"run{run}:root",
         now=time.time(),
         default_max_attempts=3,
@@ -122,3 +143,57 @@ def test_a_write_that_fails_fails_only_its_own_job(store_url: str, tmp_path: Pat
         j["state"] == "done" for k, j in by_key.items() if k.startswith("root/l") and k != "root/l7"
     )
     assert stats.failed == 1
+
+
+class LateStore(AsyncStore):
+    """An AsyncStore whose group commits that claimed jobs return `late` seconds after
+    their transactions committed: longer than an idle worker's poll, which thus lands in
+    the moment after such a commit claimed jobs for the workers waiting and before they
+    can see them."""
+
+    late = 0.0
+
+    async def run(self, fn: Any, write: bool = True) -> Any:
+        result = await super().run(fn, write)
+        match result:
+            case (queue.Completed(), [Job(), *_]):  # what `WorkerPool._commit_group` gets
+                await asyncio.sleep(self.late)
+        return result
+
+
+def test_idle_workers_and_a_group_commit_never_both_claim_for_them(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Two workers, four long jobs made by a short one: two are leased, not four. The
+    group commit of the short job claimed two for the workers waiting; an idle worker's
+    poll claimed the other two as well before that commit's jobs reached them (1 time in
+    8 in test_worker_cli.py), and two long jobs sat leased with no worker to start them."""
+    STARTED.clear()
+
+    async def body() -> list[str]:
+        RELEASE["leaves"] = asyncio.Event()
+        store = LateStore(store_url)
+        await store.open()
+        try:
+            run = await store.run(lambda tx: _open(tx, {"n": 4}, "test.group.long_root"))
+            config = make_config(store_url, tmp_path, workers=2)
+            # Serving: an idle worker polls every IDLE_POLL_SECONDS.
+            pool = WorkerPool(config, store, SystemClock(), [run], serve=True)
+            store.late = IDLE_POLL_SECONDS * 3
+            running = asyncio.create_task(pool.run())
+            while len(STARTED) < 2:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(store.late)  # what any poll took has reached the pool
+            jobs = await store.run(lambda tx: tx.all("list_jobs", run=run), False)
+            store.late = 0.0
+            RELEASE["leaves"].set()
+            while len(STARTED) < 4:
+                await asyncio.sleep(0.05)
+            pool.stop()
+            await running
+            return [j["state"] for j in jobs if j["kind"] == "test.group.long"]
+        finally:
+            await store.close()
+
+    states = asyncio.run(body())
+    assert sorted(states) == ["leased", "leased", "pending", "pending"]

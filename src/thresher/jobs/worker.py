@@ -139,6 +139,9 @@ class WorkerPool:
         self._uncommitted: list[tuple[Job, Outcome]] = []
         self._committer: asyncio.Task[None] | None = None
         self._committed = asyncio.Event()
+        # An idle worker's claim is in flight: the group commit then claims nothing, as
+        # neither may claim beside the other (see `_next`).
+        self._claiming = False
         self._kind_seconds: dict[str, float] = {}  # each kind's recent mean handler time
         self._idle = 0  # workers waiting for a job
         # Workers anywhere may share a PostgreSQL store: they share its hosts' turns.
@@ -321,9 +324,20 @@ class WorkerPool:
                     return self._claimed.popleft()
                 # Cleared before the claim, so a wake-up during it is not lost.
                 self._wake.clear()
+                if self._committer is not None:
+                    # The group commit claims for the workers waiting, this one too. A
+                    # claim beside it would take their jobs twice: long ones would sit
+                    # leased in `_claimed` with no worker free to start them. Each of
+                    # its groups wakes the pool, and so does its end.
+                    await self._wake.wait()
+                    continue
                 if self.serve:
                     await self._refresh_runs()
-                got, now, monotonic = await self._store_with_due(self._claim_or_lull)
+                self._claiming = True
+                try:
+                    got, now, monotonic = await self._store_with_due(self._claim_or_lull)
+                finally:
+                    self._claiming = False
                 if isinstance(got, Job):
                     return got
                 if isinstance(got, list):
@@ -508,10 +522,11 @@ class WorkerPool:
         finally:
             self._committer = None
             self._committed.set()
+            self._wake.set()
 
     async def _commit_group(self, done: list[tuple[Job, Outcome]]) -> None:
         now = self.clock.now()
-        wanted = self._wanted()
+        wanted = 0 if self._claiming else self._wanted()
 
         def commit(tx: Tx) -> tuple[queue.Completed, list[Job]]:
             completed = queue.complete_many(tx, done, self.owner, now, self.config.max_attempts)
