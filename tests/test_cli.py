@@ -60,7 +60,8 @@ def test_the_commands_do_not_import_the_demo_server() -> None:
 HEAVY = (
     "aiohttp", "asyncio", "psycopg", "rich", "lxml", "selectolax", "warcio", "isal",
     "jinja2", "ada_url", "multiprocessing", "thresher.fetch.client", "thresher.crawl",
-    "thresher.jobs.worker", "thresher.plan", "thresher.sources.archives", "thresher.parse",
+    "thresher.jobs.worker", "thresher.jobs.claims", "thresher.jobs.runner",
+    "thresher.jobs.resources", "thresher.plan", "thresher.sources.archives", "thresher.parse",
 )  # fmt: skip
 
 

@@ -15,8 +15,8 @@ from thresher.clock import SystemClock
 from thresher.config import Config
 from thresher.errors import PermanentError
 from thresher.jobs import Job, JobContext, JobSpec, Outcome, WorkerPool, queue
+from thresher.jobs.claims import IDLE_POLL_SECONDS
 from thresher.jobs.handlers import register
-from thresher.jobs.worker import IDLE_POLL_SECONDS
 from thresher.store import Tx
 from thresher.store.aio import AsyncStore
 
@@ -156,7 +156,7 @@ class LateStore(AsyncStore):
     async def run(self, fn: Any, write: bool = True) -> Any:
         result = await super().run(fn, write)
         match result:
-            case (queue.Completed(), [Job(), *_]):  # what `WorkerPool._commit_group` gets
+            case (queue.Completed(), [Job(), *_]):  # what `Runner._commit_group` gets
                 await asyncio.sleep(self.late)
         return result
 

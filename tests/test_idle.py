@@ -18,8 +18,8 @@ from thresher.clock import FakeClock, SystemClock
 from thresher.config import Config
 from thresher.errors import TransientError
 from thresher.jobs import Job, JobContext, JobSpec, Outcome, WorkerPool, queue
+from thresher.jobs.claims import MIN_IDLE_WAIT
 from thresher.jobs.handlers import register
-from thresher.jobs.worker import MIN_IDLE_WAIT
 from thresher.store import Tx
 from thresher.store.aio import AsyncStore
 
@@ -171,7 +171,7 @@ def test_a_worker_sleeps_until_the_job_is_due_by_the_wall_clock(
         try:
             pool, _ = await backing_off(store, clock, config, 10.0)
             clock.step(step)
-            job = await pool._next()
+            job = await pool._claims.next()
         finally:
             await store.close()
         assert isinstance(job, Job) and job.attempts == 1
@@ -196,7 +196,7 @@ def test_a_wall_clock_stepped_during_the_wait_never_makes_it_a_loop(
         store = await AsyncStore(config.store_url).open()
         try:
             pool, _ = await backing_off(store, clock, config, 10.0)
-            job = await pool._next()
+            job = await pool._claims.next()
         finally:
             await store.close()
         assert isinstance(job, Job) and job.attempts == 1
@@ -230,7 +230,7 @@ def test_a_wall_clock_that_stands_still_is_not_a_busy_loop(store_url: str, tmp_p
         store = await AsyncStore(config.store_url).open()
         try:
             pool, _ = await backing_off(store, clock, config, 1e-6)
-            waiter = asyncio.create_task(pool._next())
+            waiter = asyncio.create_task(pool._claims.next())
             while len(clock.sleeps) < 5:
                 await asyncio.sleep(0.01)
             pool.stop()
@@ -257,9 +257,9 @@ def test_an_idle_worker_is_woken_by_the_pool_not_by_a_poll(store_url: str, tmp_p
             # Our own worker holds the job: its end will wake the pool.
             taken = await store.run(lambda tx: queue.claim(tx, "us", [run], now, 60))
             assert taken is not None
-            waiter = asyncio.create_task(pool._next())
+            waiter = asyncio.create_task(pool._claims.next())
             await asyncio.sleep(1.2)
-            assert not waiter.done() and pool._turn == 1  # one claim, then asleep
+            assert not waiter.done() and pool._claims._turn == 1  # one claim, then asleep
             await store.run(
                 lambda tx: tx.execute(
                     "upsert_worker",
@@ -273,7 +273,7 @@ def test_an_idle_worker_is_woken_by_the_pool_not_by_a_poll(store_url: str, tmp_p
             )
             pool._wake.set()
             await asyncio.sleep(1.2)
-            assert 2 <= pool._turn - 1 <= 6  # polls, every IDLE_POLL_SECONDS
+            assert 2 <= pool._claims._turn - 1 <= 6  # polls, every IDLE_POLL_SECONDS
             pool.stop()
             assert await waiter is None
         finally:
@@ -303,7 +303,7 @@ def test_the_claim_reads_the_clock_when_its_transaction_runs(
 
             commit = asyncio.create_task(store.run(busy))
             await asyncio.sleep(0.05)  # the commit holds the store first
-            waiter = asyncio.create_task(pool._next())
+            waiter = asyncio.create_task(pool._claims.next())
             await asyncio.sleep(0.05)
             release.set()
             await commit

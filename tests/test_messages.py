@@ -151,7 +151,7 @@ def test_offline_says_so_early_and_gives_up_in_bounded_time(
 
     monkeypatch.setattr(dns, "system_lookup", offline)
     monkeypatch.setattr(dns, "STREAK", dns.DNSStreak())
-    monkeypatch.setattr("thresher.jobs.worker.STREAK", dns.STREAK)
+    monkeypatch.setattr("thresher.jobs.runner.STREAK", dns.STREAK)
     listing = tmp_path / "list.txt"
     urls = [f"https://{host}.example/{i}" for host in ("a", "b") for i in range(4)]
     listing.write_text("\n".join(urls) + "\n")

@@ -22,7 +22,8 @@ from .clock import Clock, iso
 from .config import Config
 from .errors import UsageError
 from .jobs import JobSpec, PoolStats, WorkerPool, queue
-from .jobs.worker import Listener, make_owner
+from .jobs.runner import Listener
+from .jobs.worker import make_owner
 from .sources import Source, get_source, get_type, list_sources
 from .sources.types import RunNote
 from .store import Tx

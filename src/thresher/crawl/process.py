@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..clock import Clock, SystemClock
 from ..fetch.leases import HostLeases
-from ..jobs.worker import is_dead_here
+from ..liveness import is_dead_here
 from ..store.aio import AsyncStore
 from .engine import CrawlEngine
 from .ledger import Shard

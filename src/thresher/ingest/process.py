@@ -16,7 +16,7 @@ from ..fetch import FetchSettings
 from ..fetch.leases import StickyLeases
 from ..fetch.polite import PoliteFetcher
 from ..frontier import Politeness
-from ..jobs.worker import is_dead_here
+from ..liveness import is_dead_here
 from ..store.aio import AsyncStore
 from .archive import IngestArchive, engine_owner
 from .engine import IngestEngine, IngestSettings, ShardSummary

@@ -2,7 +2,8 @@
 
 from .handlers import Handler, JobContext, register
 from .model import Job, JobSpec, JobState, Outcome
-from .worker import PoolStats, WorkerPool
+from .runner import PoolStats
+from .worker import WorkerPool
 
 __all__ = [
     "Handler",

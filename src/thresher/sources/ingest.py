@@ -36,8 +36,8 @@ from ..ingest.request_line import INGEST_TYPES
 from ..ingest.walk import MAX_HOPS, STATUSES
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..jobs.child import here_or_in_child
+from ..jobs.resources import HANDLER_MAX_BODY
 from ..jobs.spread import take_share
-from ..jobs.worker import HANDLER_MAX_BODY
 from ..store import Tx
 from .types import Option, SourceType, register_type
 
