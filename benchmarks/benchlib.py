@@ -40,6 +40,18 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def python_build() -> str:
+    """The interpreter every Thresher row runs on (a venv's base interpreter, not the
+    venv's link to it). Builds differ: on the project's machine, pyenv's CPython 3.11.7
+    (built without PGO or LTO) ran a loop of dict and str calls 1.3-1.7 times slower than
+    Debian's /usr/bin/python3.11 (3.11.2), though the ingest and crawl benchmarks' CPU per
+    request differed by less than their noise (4 pairs each, 2026-12-06)."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    return (
+        f"{platform.python_implementation()} {platform.python_version()} ({os.path.realpath(base)})"
+    )
+
+
 def child_env() -> dict[str, str]:
     # Settings come from our flags only, not from the THRESHER_* variables of this shell.
     return {k: v for k, v in os.environ.items() if not k.startswith("THRESHER_")}
@@ -153,15 +165,23 @@ def thresher_version(untracked: bool = False) -> str:
 
 
 def peer_venv(venv: Path, requirement: str, check: str) -> str | None:
-    """Install `requirement` into `venv` unless its python can run `check` already;
-    None when done, else why not."""
+    """Install `requirement` into `venv` unless its python can run `check` already and
+    is this one's interpreter (a peer on another build of Python would not be compared
+    fairly); None when done, else why not."""
     python = venv / "bin" / "python"
-    if not python.exists() or subprocess.run([python, "-c", check], capture_output=True).returncode:
-        print(f"installing {requirement} into {venv} …", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    made_by = venv / "made-by"
+    build = python_build()
+    if (
+        not python.exists()
+        or subprocess.run([python, "-c", check], capture_output=True).returncode
+        or (made_by.read_text() if made_by.exists() else "") != build
+    ):
+        print(f"installing {requirement} into {venv} ({build}) …", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
         pip = [str(python), "-m", "pip", "install", "-q", requirement]
         if subprocess.run(pip).returncode:
             return f"could not install {requirement} into {venv}"
+        made_by.write_text(build)
     return None
 
 

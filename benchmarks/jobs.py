@@ -22,7 +22,6 @@ import contextlib
 import datetime
 import json
 import os
-import platform
 import resource
 import shutil
 import sqlite3
@@ -45,6 +44,7 @@ from benchlib import (
     baseline,
     cpu_model,
     precompile,
+    python_build,
     raise_on_sigterm,
     thresher_cmd,
     thresher_folder,
@@ -393,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"Thresher job throughput, {now}; {leaves} leaves, fanout {opts.fanout}"
                 f" ({expected_jobs(leaves, opts.fanout)} jobs per row), {opts.rounds} round(s);"
-                f" {os.cpu_count()} CPUs ({cpu_model()}), Python {platform.python_version()},"
+                f" {os.cpu_count()} CPUs ({cpu_model()}), {python_build()},"
                 f" SQLite {sqlite3.sqlite_version}"
             )
             print(origin)

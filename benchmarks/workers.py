@@ -38,7 +38,6 @@ import contextlib
 import datetime
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -56,7 +55,7 @@ from psycopg import sql as pgsql
 
 # The other benchmarks, from this folder (run as a script, it is sys.path[0] already).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import BenchError, child_env, free_port, raise_on_sigterm, thresher_cmd
+from benchlib import BenchError, child_env, free_port, python_build, raise_on_sigterm, thresher_cmd
 from benchpg import Postgres, server_version, tests_pg
 from ingest.run import HOSTS, Nginx, Site, build_site, check_store, nginx
 from jobs import expected_jobs, expected_results
@@ -1036,7 +1035,7 @@ def report(
     print(
         f"Thresher worker scaling, {now}, commit {commit or '?'}"
         + (" with uncommitted changes in src" if dirty else "")
-        + f"; {os.cpu_count()} CPUs, Python {platform.python_version()}; {describe}"
+        + f"; {os.cpu_count()} CPUs, {python_build()}; {describe}"
     )
     print(
         f"Load average before: {load_before[0]:.2f}, after: {os.getloadavg()[0]:.2f};"

@@ -62,6 +62,7 @@ from benchlib import (
     measure_tree,
     nginx_process,
     peer_venv,
+    python_build,
     thresher_version,
 )
 from procstats import tree_cpu_seconds
@@ -917,7 +918,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             + (f" and {assets} requisites (on {site.hosts + 1} hosts)" if assets else "")
             + f" ({size / 2**20:.0f} MiB) on {site.hosts} hosts, concurrency {opts.concurrency},"
             " no delays;"
-            f" {os.cpu_count()} CPUs, Python {platform.python_version()}, {nginx_version}"
+            f" {os.cpu_count()} CPUs, {python_build()}, {nginx_version}"
         )
         print(
             f"Load average (1 min) before: {load_before[0]:.2f}, after: {load_after[0]:.2f};"

@@ -25,7 +25,6 @@ import contextlib
 import gzip
 import json
 import os
-import platform
 import random
 import resource
 import secrets
@@ -44,6 +43,7 @@ from typing import Any, TextIO
 
 # The /proc readers shared by the benchmark scripts, from the folder above.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchlib import python_build
 from procstats import hwm_kib
 
 SEED = 20261201  # the same dump on every run
@@ -250,7 +250,7 @@ def store_bytes(home: Path, db: str | None) -> int:
 
 
 def versions(db: str | None) -> str:
-    parts = [f"Python {platform.python_version()}", f"SQLite {sqlite3.sqlite_version}"]
+    parts = [f"{python_build()}", f"SQLite {sqlite3.sqlite_version}"]
     if db:
         import psycopg
 

@@ -73,6 +73,7 @@ from benchlib import (
     measure_tree,
     nginx_process,
     precompile,
+    python_build,
     thresher_cmd,
     thresher_folder,
     thresher_version,
@@ -1419,8 +1420,8 @@ def report(
         wget2_version = out.split("\n", 1)[0].removeprefix("GNU Wget2 ").split(" - ")[0]
     print(
         f"\nIngest benchmark, {now:%Y-%m-%d %H:%M %Z}: {len(site.urls)} requests on {site.hosts}"
-        f" hosts, -w {opts.workers}, --delay 0; {os.cpu_count()} CPUs, Python"
-        f" {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {nginx_version},"
+        f" hosts, -w {opts.workers}, --delay 0; {os.cpu_count()} CPUs,"
+        f" {python_build()}, SQLite {sqlite3.sqlite_version}, {nginx_version},"
         f" wget2 {wget2_version or '-'}; thresher {thresher_version()}"
         + "".join(f"; baseline thresher{b}" for b in baselines)
         + f"; {opts.rounds} round(s), --shards {opts.shards}"

@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 # The public-inbox installation the tests make: the same tools, the same server.
 sys.path.insert(0, str(HERE.parent.parent / "tests"))
-from benchlib import BenchError, bench_run, child_env, cpu_model, thresher_version  # noqa: E402
+from benchlib import BenchError, bench_run, child_env, cpu_model, python_build, thresher_version  # noqa: E402
 
 from mail.run import Usage, run_measured, tail  # noqa: E402
 from public_inbox import (  # noqa: E402
@@ -260,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(
             f"\npublic-inbox benchmark, {now:%Y-%m-%d %H:%M %Z}: inbox `{INBOX}`, {total}"
             f" messages in {len(epochs)} epochs ({sum(sizes.values()) / 2**20:.1f} MiB of git),"
-            f" {cpu_model()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+            f" {cpu_model()}, {os.cpu_count()} CPUs, {python_build()}"
         )
         print(f"Load average (1 min) before: {load_before[0]:.2f}, after: {load_after[0]:.2f}")
         for r in rows:

@@ -62,6 +62,7 @@ from benchlib import (
     measure_tree,
     nginx_process,
     peer_venv,
+    python_build,
     thresher_version,
 )
 
@@ -820,7 +821,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nMail archive benchmark, {now:%Y-%m-%d %H:%M %Z}: pipermail list `{LIST}`,"
             f" {archive.messages} messages in {len(months)} months ({months[0]} … {months[-1]};"
             f" .txt {_mib(archive.txt_bytes)} MiB, .txt.gz {_mib(archive.gz_bytes)} MiB),"
-            f" {os.cpu_count()} CPUs, Python {platform.python_version()}, {nginx_version}"
+            f" {os.cpu_count()} CPUs, {python_build()}, {nginx_version}"
         )
         print(
             f"Load average (1 min) before: {load_before[0]:.2f}, after: {load_after[0]:.2f};"
@@ -921,8 +922,8 @@ def nntp_main(first_month: str, count: int, per_month: int, keep: bool) -> int:
         now = datetime.datetime.now().astimezone()
         print(
             f"\nNNTP benchmark, {now:%Y-%m-%d %H:%M %Z}: {len(messages)} messages in"
-            f" {len(months)} months as one group, {cpu}, {os.cpu_count()} CPUs, Python"
-            f" {platform.python_version()}; load average (1 min) before {load_before[0]:.2f},"
+            f" {len(months)} months as one group, {cpu}, {os.cpu_count()} CPUs,"
+            f" {python_build()}; load average (1 min) before {load_before[0]:.2f},"
             f" after {load_after[0]:.2f}"
         )
         if rows:
