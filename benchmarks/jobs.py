@@ -296,8 +296,10 @@ def groups(results: Sequence[Result]) -> list[list[Result]]:
 
 
 def median_result(group: Sequence[Result]) -> Result:
+    """The median round; of an even number, the slower of the middle two (a round is
+    shown whole, not averaged), so that two rounds never quote the faster one."""
     ordered = sorted(group, key=lambda r: r.seconds)
-    return ordered[(len(ordered) - 1) // 2]
+    return ordered[len(ordered) // 2]
 
 
 def targets(results: Sequence[Result]) -> list[str]:

@@ -905,7 +905,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         load_after = os.getloadavg()
         for done in runs.values():
             ranked = sorted(done, key=lambda r: r.usage.seconds)
-            row = ranked[(len(ranked) - 1) // 2]
+            row = ranked[len(ranked) // 2]  # of two middle rounds, the slower
             if len(done) > 1:
                 each = ", ".join(f"{r.usage.seconds:.1f}" for r in done)
                 row.notes.append(f"the median of {len(done)} runs: {each} s")

@@ -1154,8 +1154,8 @@ def medians(rows: Sequence[Row]) -> list[Row]:
     for r in rows:
         by.setdefault(r.tool, []).append(r)
     out = []
-    for group in by.values():
-        median = sorted(group, key=lambda r: r.usage.seconds)[(len(group) - 1) // 2]
+    for group in by.values():  # the median round; of two middle ones, the slower
+        median = sorted(group, key=lambda r: r.usage.seconds)[len(group) // 2]
         median.rounds = group
         out.append(median)
     return out
