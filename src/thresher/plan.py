@@ -25,7 +25,7 @@ from .jobs import JobSpec, PoolStats, WorkerPool, queue
 from .jobs.runner import Listener
 from .jobs.worker import make_owner
 from .sources import Source, get_source, get_type, list_sources
-from .sources.types import RunNote
+from .sources.types import RunNote, load_builtin_types
 from .store import Tx
 from .store.aio import AsyncStore
 
@@ -68,6 +68,9 @@ class ExecutionPlan:
         owner: str | None = None,
         listener: Listener | None = None,
     ) -> None:
+        # The source types register their jobs' handlers, here at the top: the worker
+        # pool below finds them by kind, and imports no source type itself.
+        load_builtin_types()
         self.config = config
         self.store = store
         self.clock = clock

@@ -25,6 +25,7 @@ from ..jobs.queue import take_worker_name
 from ..liveness import BOOT_ID, HOST, is_alive
 from ..plan import ExecutionPlan
 from ..redact import redact_url
+from ..sources.types import load_builtin_types
 from . import limits
 from .app import App, setup_logging
 from .commands import examples, summary
@@ -109,6 +110,10 @@ def worker_command(
     crawl` and `thresher ingest run`; workers close each run when its jobs are done."""
     config = app.with_flags(db=db, workers=concurrency, grace_seconds=grace_seconds)
     setup_logging(app.verbose, None)
+    # The source types (the plan would load them) before the name is taken: from then
+    # on the worker is seen, and a SIGTERM must soon find its handler installed, not
+    # kill it while it imports.
+    load_builtin_types()
     with app.store() as store, store.transaction() as tx:
         now = time.time()
         owner = take_worker_name(

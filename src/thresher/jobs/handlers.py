@@ -86,11 +86,9 @@ def register(kind: str) -> Callable[[Handler], Handler]:
 
 
 def handler_for(kind: str) -> Handler | None:
-    # Source types register their handlers when imported.
-    from ..sources.types import load_builtin_types
-
-    load_builtin_types()
-
+    """The handler registered for `kind`. Registering is the top layer's business (the
+    execution plan loads the source types, which register their jobs' handlers): this
+    layer never imports the ones above it."""
     return _HANDLERS.get(kind)
 
 
