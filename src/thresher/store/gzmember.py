@@ -13,12 +13,13 @@ writer                                            µs         bytes
 warcio ``WARCWriter`` (gzip level 9, fixed)       700        5100
 FastWARC, one gzip member per record, level 6     360        5000
 FastWARC, level 1 (its deflate: 20 % larger)      210        6500
-store.warc, stdlib zlib level 6                   600        5100
-store.warc, stdlib zlib level 1                   420        5500
-store.warc, ISA-L igzip level 2 (``isal``)        310        5470
+thresher, stdlib zlib level 6                     600        5100
+thresher, stdlib zlib level 1                     420        5500
+thresher, ISA-L igzip level 2 (``isal``)          310        5470
 ================================================  =========  ============
 
-Those of `thresher.store.warc` include the CDXJ line (SURT key and JSON, about 27 µs),
+Thresher's rows (records built by `thresher.store.warcrecord`, written by
+`thresher.store.warc`) include the CDXJ line (SURT key and JSON, about 27 µs),
 which the others do not write. Compressing the page is the largest part: 155 µs with zlib
 level 1, about 300 µs at level 6, 40-70 µs with igzip level 2, which compresses about as
 well as zlib level 1. So by default (``gzip_level=None``) records are compressed with igzip
