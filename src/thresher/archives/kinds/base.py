@@ -15,7 +15,7 @@ kind is only what an `ArchiveKind` says:
 A kind does no I/O of its own making: every request goes through the `Port` the job
 hands it (polite, robots.txt, private addresses refused unless allowed), and the store
 is read and written only through it. So this layer imports nothing above it, and the
-job machinery (`thresher.sources.archives`) is written once for every kind.
+job machinery (`thresher.sources.archive_jobs`) is written once for every kind.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class NewsReader(Protocol):
 
 
 class Port(Protocol):
-    """What a kind may ask of the job that runs it (`thresher.sources.archives`)."""
+    """What a kind may ask of the job that runs it (`thresher.sources.archive_port`)."""
 
     @property
     def now(self) -> float:
