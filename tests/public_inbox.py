@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from thresher.archives.demo_messages import render_mbox
+from thresher.archives.demo_mbox import render_mbox
 from thresher.archives.demo_thread import Served
 
 _TOOLS = (

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from thresher.archives.demo_messages import render_mbox
+from thresher.archives.demo_mbox import render_mbox
 from thresher.archives.demo_thread import ThreadedServer
 
 MHONARC = shutil.which("mhonarc")

@@ -21,7 +21,9 @@ from psycopg.rows import dict_row
 
 from cli_proc import Home, kill_9
 from thresher.archives.demo import ArchiveList, DemoArchive
-from thresher.archives.demo_messages import generate_messages, hostile_messages, render_mbox
+from thresher.archives.demo_hostile import hostile_messages
+from thresher.archives.demo_mbox import render_mbox
+from thresher.archives.demo_messages import generate_messages
 from thresher.archives.export import export_messages
 from thresher.archives.harvest import OVERLAP
 from thresher.archives.search import search_messages

@@ -18,7 +18,8 @@ from hyperkitty_server import HyperKitty, missing_reason, start_hyperkitty
 from test_archive_runs import Harvester, ShiftedClock
 
 from cli_proc import Home
-from thresher.archives.demo_messages import generate_messages, render_mbox
+from thresher.archives.demo_mbox import render_mbox
+from thresher.archives.demo_messages import generate_messages
 from thresher.archives.kinds import hyperkitty_key
 from thresher.archives.months import month_of
 from thresher.plan import ExecutionPlan, SourceReport

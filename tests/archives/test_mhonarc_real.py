@@ -14,7 +14,8 @@ from mhonarc_server import MHonArcList, StaticServer, missing_reason
 from test_archive_runs import Harvester, ShiftedClock, message_id, ts
 
 from cli_proc import Home, kill_9
-from thresher.archives.demo_messages import generate_messages, hostile_messages
+from thresher.archives.demo_hostile import hostile_messages
+from thresher.archives.demo_messages import generate_messages
 from thresher.archives.demo_mhonarc import mhonarc_message_html
 from thresher.archives.kinds.mhonarc import CHECKPOINT, rebuild_message
 from thresher.archives.message import parse_message

@@ -26,7 +26,8 @@ from nntp_server import (
     missing_reason,
     news_inbox,
 )
-from thresher.archives.demo_messages import generate_messages, hostile_messages
+from thresher.archives.demo_hostile import hostile_messages
+from thresher.archives.demo_messages import generate_messages
 from thresher.archives.kinds.nntp import CHECKPOINT
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")

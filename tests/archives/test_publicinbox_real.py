@@ -16,7 +16,8 @@ from test_archive_runs import Harvester, ShiftedClock, message_id
 
 from cli_proc import Home, kill_9
 from public_inbox import Inbox, PublicInboxes, PublicInboxHTTPD, missing_reason
-from thresher.archives.demo_messages import generate_messages, hostile_messages
+from thresher.archives.demo_hostile import hostile_messages
+from thresher.archives.demo_messages import generate_messages
 from thresher.archives.kinds.publicinbox import CHECKPOINT
 
 pytestmark = pytest.mark.skipif(missing_reason() is not None, reason=missing_reason() or "")

@@ -28,8 +28,10 @@ the model (`ArchiveList`) is published six ways, each imitating its original:
 The parts, one module each: the model, and why it may change while served
 (`demo_model`); the files, rendered once per version and served as a web server serves
 them (`demo_files`); the pages of the static kinds (`demo_pages`) and of Pony Mail and
-HyperKitty (`demo_apps`); the generated mail (`demo_messages`); the server's thread
-(`demo_thread`). This module is the server itself: its routes, faults and request log.
+HyperKitty (`demo_apps`); the generated mail (`demo_messages`), the broken mail
+(`demo_hostile`), the files archives keep mail in (`demo_mbox`) and their index pages
+(`demo_indexes`); the server's thread (`demo_thread`). This module is the server
+itself: its routes, faults and request log.
 
 Why faults and a request log: the integration tests assert how the harvester behaves on
 503/500, connection resets, truncated bodies and hung requests, and what it asked for
@@ -57,16 +59,10 @@ from multidict import CIMultiDict, CIMultiDictProxy
 
 from .demo_apps import AppPages
 from .demo_files import ArchiveFiles, Reply, not_found
-from .demo_messages import (
-    HOSTILE_NAMES,
-    Hostile,
-    generate_messages,
-    hostile_messages,
-    modmbox_index_html,
-    pipermail_index_html,
-    render_mbox,
-    render_pipermail,
-)
+from .demo_hostile import HOSTILE_NAMES, Hostile, hostile_messages
+from .demo_indexes import modmbox_index_html, pipermail_index_html
+from .demo_mbox import render_mbox, render_pipermail
+from .demo_messages import generate_messages
 from .demo_model import ArchiveList, Clock
 from .demo_pages import FilePages
 from .demo_thread import ThreadedServer

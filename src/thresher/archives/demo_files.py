@@ -15,7 +15,7 @@ from email.utils import formatdate, parsedate_to_datetime
 
 from aiohttp import web
 
-from .demo_messages import render_mbox, render_pipermail
+from .demo_mbox import render_mbox, render_pipermail
 from .demo_model import ArchiveList
 
 __all__ = ["ArchiveFiles", "Reply", "etag_of", "not_found", "static"]

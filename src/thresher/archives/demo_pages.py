@@ -13,7 +13,8 @@ from typing import Protocol
 from aiohttp import web
 
 from .demo_files import ArchiveFiles, Reply, etag_of, not_found, static
-from .demo_messages import MONTH_NAMES, modmbox_index_html, pipermail_index_html
+from .demo_indexes import modmbox_index_html, pipermail_index_html
+from .demo_mbox import MONTH_NAMES
 from .demo_mhonarc import mhonarc_index_html, mhonarc_list_html, mhonarc_message_html
 from .demo_model import ArchiveList
 

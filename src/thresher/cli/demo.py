@@ -80,7 +80,8 @@ def demo_months(now: float) -> list[str]:
 
 def build_archive(server: DemoArchive, now: float) -> None:
     """The same messages on every run (fixed seed), so a second run finds nothing new."""
-    from ..archives.demo_messages import generate_messages, hostile_messages
+    from ..archives.demo_hostile import hostile_messages
+    from ..archives.demo_messages import generate_messages
 
     months = demo_months(now)
     mail = generate_messages(DEMO_LIST, months, _PER_MONTH, seed=2024)
