@@ -13,7 +13,7 @@ A run is a tree of jobs (see docs/mail.md), the same for every kind:
   (`Port.checkpoint`), each part with the stop sign just past it;
 - the commit job (`archive.commit`) runs after every unit job and records the totals.
 
-`thresher.sources.archives.register_kind` registers each kind's root job (`run`, with
+`thresher.sources.archives.register_kind` registers each kind's root job (`root_job`, with
 the kind) and adds the kind to `KINDS`, where a unit job finds it by name.
 """
 
@@ -29,10 +29,10 @@ from ..archives.months import ALL, DEFAULT_GRACE_DAYS, is_closed, valid_month
 from ..archives.units import Known, Unit
 from ..jobs import JobContext, JobSpec, Outcome, register
 from ..store import Tx
-from .archive_messages import one, parse, store_rows
+from .archive_messages import count_of, parse_messages, store_rows
 from .archive_port import JobPort
 
-__all__ = ["KINDS", "run"]
+__all__ = ["KINDS", "root_job"]
 
 _EVENTS_KEPT = 20  # keys listed in one 'missing' event
 
@@ -58,7 +58,7 @@ def _vanished(listed: Sequence[Unit], known: Mapping[str, Known]) -> list[Unit]:
     ]
 
 
-async def run(ctx: JobContext, kind: ArchiveKind) -> Outcome:
+async def root_job(ctx: JobContext, kind: ArchiveKind) -> Outcome:
     source = ctx.job.source or ""
     opts = dict(ctx.job.payload["options"])
     grace = float(opts.get("grace_days", DEFAULT_GRACE_DAYS))
@@ -137,7 +137,7 @@ async def _unit(ctx: JobContext) -> Outcome:
     got = await kind.harvest(port, unit, known, max_bytes)
     events = list(got.events)
     now = ctx.clock.now()
-    rows = await parse(ctx, source, name, got.messages, now)
+    rows = await parse_messages(ctx, source, name, got.messages, now)
     expected = got.expected if got.expected is not None else unit.expected
     closed = is_closed(name, now, grace) if got.closed is None else got.closed
     # An archive whose count never matches its file (it counts differently) leaves the
@@ -240,7 +240,7 @@ async def _commit(ctx: JobContext) -> Outcome:
     def summarize(tx: Tx) -> dict[str, Any]:
         summary = tx.one("archive_summary", source=source) or {}
         return {k: int(v) for k, v in summary.items()} | {
-            "messages": one(tx, "count_source_messages", source=source)
+            "messages": count_of(tx, "count_source_messages", source=source)
         }
 
     summary = await ctx.store.run(summarize, False)

@@ -22,10 +22,10 @@ from ..jobs import JobContext
 from ..store import Tx
 from ..store.cdxj import fsync_directory
 
-__all__ = ["one", "parse", "store_rows"]
+__all__ = ["count_of", "parse_messages", "store_rows"]
 
 
-async def parse(
+async def parse_messages(
     ctx: JobContext, source: str, unit: str, messages: list[RawMessage], now: float
 ) -> list[dict[str, Any]]:
     """The rows of `messages`, each message longer than the `max_message_bytes` setting
@@ -80,21 +80,22 @@ def store_rows(
     added = 0
     if files_by_date(unit) and unit != ALL and rows:
         pairs = sorted({(r["key"], r["norm_sha256"]) for r in rows})
-        held = one(tx, "count_pairs_among", source=source, pairs=json.dumps(pairs))
+        held = count_of(tx, "count_pairs_among", source=source, pairs=json.dumps(pairs))
         added = len(pairs) - held
     if rows:
-        after = one(tx, "last_message_id")
+        after = count_of(tx, "last_message_id")
         tx.execute_many("insert_message", rows)
         tx.execute("index_new_messages", after=after)
         for month in sorted({r["month"] for r in rows}):
             tx.execute("flag_conflicts", source=source, month=month)
     if unit == ALL:
-        return one(tx, "count_source_messages", source=source)
+        return count_of(tx, "count_source_messages", source=source)
     if valid_month(unit):
-        return one(tx, "count_month_messages", source=source, month=unit)
+        return count_of(tx, "count_month_messages", source=source, month=unit)
     return previous + added
 
 
-def one(tx: Tx, query: str, **params: Any) -> int:
+def count_of(tx: Tx, query: str, **params: Any) -> int:
+    """The `n` of the one row `query` gives (0 without one)."""
     row = tx.one(query, **params)
     return int(row["n"]) if row else 0

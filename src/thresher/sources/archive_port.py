@@ -29,7 +29,7 @@ from ..jobs import JobContext
 from ..jobs.queue import hold
 from ..redact import remember_secret
 from ..store import Tx
-from .archive_messages import parse, store_rows
+from .archive_messages import parse_messages, store_rows
 from .http import RETRY_STATUSES, get_following
 
 __all__ = ["JobPort"]
@@ -143,7 +143,7 @@ class JobPort:
     ) -> None:
         source, job, owner = self.source, self.ctx.job, self.ctx.owner
         now = self.now
-        rows = await parse(self.ctx, source, unit, list(messages), now)
+        rows = await parse_messages(self.ctx, source, unit, list(messages), now)
 
         def write(tx: Tx) -> None:
             hold(tx, job, owner)

@@ -14,7 +14,7 @@ from functools import partial
 from ..archives.kinds import ARCHIVE_TYPE_NAMES, BUILTIN, ArchiveKind
 from ..archives.months import DEFAULT_GRACE_DAYS
 from ..jobs import register
-from .archive_jobs import KINDS, run
+from .archive_jobs import KINDS, root_job
 from .types import Option, SourceType, register_type
 
 __all__ = ["ARCHIVE_TYPES", "ARCHIVE_TYPE_NAMES", "register_kind"]
@@ -38,7 +38,7 @@ def register_kind(kind: ArchiveKind) -> SourceType:
         raise ValueError(f"two archive kinds named {kind.name!r}")
     KINDS[kind.name] = kind
     ARCHIVE_TYPE_NAMES.add(kind.name)
-    register(f"{kind.name}.run")(partial(run, kind=kind))
+    register(f"{kind.name}.run")(partial(root_job, kind=kind))
     return register_type(
         SourceType(
             name=kind.name,
