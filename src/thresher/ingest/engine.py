@@ -2,17 +2,18 @@
 
 A run's URLs wait in `ingest_queue` (`thresher.ingest.ledger`), split over its shards by
 host. An engine reads its shard's rows a page at a time and keeps `concurrency` walks
-going, one host per walk at a time, taking the hosts in turn: each walk
-(`thresher.ingest.walk`, which decides every step) fetches through the engine's
-`PoliteFetcher` (robots.txt, the per-host and per-address delays, Retry-After, parking and,
-with `leases`, the turns every worker of the store takes on a host). Every 2xx body,
-once the walk has read (sniffed) it, is hashed and made into its WARC records on a thread
-of its own (`Hasher`, `IngestArchive.keep`: SHA-1, SHA-256 and MD5 of the body, the
-record's block digest and its gzip members, a third of the CPU an ingest takes, most of
-it without the GIL) while the walk goes on. The engine commits in batches, beside the
-walks: about every `COMMIT_SECONDS`, or sooner once `COMMIT_BYTES` of records wait, the
-results finished since, their bodies (file_meta, the records and the WARC position) and
-the queue rows they empty go in one transaction.
+going, one host per walk at a time, taking the hosts in turn (`thresher.ingest.hosts`):
+each walk (`thresher.ingest.walk`, which decides every step) fetches through the
+engine's `PoliteFetcher` (robots.txt, the per-host and per-address delays, Retry-After,
+parking and, with `leases`, the turns every worker of the store takes on a host). Every
+2xx body, once the walk has read (sniffed) it, is hashed and made into its WARC records
+on a thread of its own (`Hasher`, `IngestArchive.keep`: SHA-1, SHA-256 and MD5 of the
+body, the record's block digest and its gzip members, a third of the CPU an ingest
+takes, most of it without the GIL) while the walk goes on. The engine commits in
+batches, beside the walks (`thresher.ingest.commits`): about every `COMMIT_SECONDS`, or
+sooner once `COMMIT_BYTES` of records wait, the results finished since, their bodies
+(file_meta, the records and the WARC position) and the queue rows they empty go in one
+transaction.
 
 A transient failure (timeout, reset, 5xx, a host that asks for more than an hour) is
 tried again after a backoff (`backoff_delay`, the server's Retry-After honoured), up to
@@ -32,12 +33,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import heapq
-import itertools
 import json
 import logging
 import time
-from collections import Counter, deque
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,20 +59,18 @@ from ..frontier import host_of
 from ..jobs.retry import backoff_delay
 from ..store.aio import AsyncStore
 from .archive import Hasher, IngestArchive, Kept
-from .ledger import PAGE, Batch, Entry, commit, entries
+from .commits import COMMIT_BYTES, COMMIT_SECONDS, Commits
+from .hosts import HostQueue
+from .ledger import PAGE, Entry, entries
 from .walk import DEFAULT_BLOCKLIST, MAX_HOPS, Answer, Blocklist, Fetch, Verdict, Walk
 
-__all__ = ["COMMIT_SECONDS", "IngestEngine", "IngestSettings", "ShardSummary"]
+__all__ = ["IngestEngine", "IngestSettings", "ShardSummary"]
 
 log = logging.getLogger("thresher.ingest")
 
 # A body fetched, and its digests and records to come (`Hasher`).
 Hashing = tuple[Response, "asyncio.Future[Kept]"]
 
-COMMIT_SECONDS = 0.1
-"""Longest a finished URL waits for its commit (what a `kill -9` makes walk again)."""
-COMMIT_BYTES = 8 << 20
-"""Records waiting for a commit past which it is made at once (the memory they hold)."""
 STOP_SECONDS = 2.0
 """Once the process is stopping, how long the walks in flight have to end (a Ctrl-C is
 answered within a few seconds; the walks still going then are fetched again next run)."""
@@ -157,26 +154,18 @@ class IngestEngine:
         self.fetcher = fetcher
         self.archive = archive
         self.clock = clock
-        self.job = job
-        self.owner = owner
         # The fetcher's holds on hosts in the store, kept across fetches: given back
         # after each commit once they are old.
         self.leases = leases
         self.blocklist = Blocklist(DEFAULT_BLOCKLIST + settings.blocklist)
-        self.batch = Batch()
+        self.commits = Commits(
+            run=run, shard=shard, store=store, archive=archive, clock=clock, job=job, owner=owner
+        )
+        # The commits' batch, one object for the engine's life: the walks record in it.
+        self.batch = self.commits.batch
         self.statuses: Counter[str] = Counter()
         self.retried = 0
-        self.bodies = 0
-        # URLs read and not started, by host; hosts with URLs and no walk, in turn.
-        self._queued: dict[str, deque[Entry]] = {}
-        self._ready: deque[str] = deque()
-        self._offered: set[str] = set()  # the hosts in _ready
-        self._busy: set[str] = set()  # hosts with a walk in flight
-        self._waiting = 0  # entries in _queued
-        # Later: (when, tie, what): a URL to queue again (a retry, a host's far turn), or
-        # a host to offer again once the fetcher lets it go (its delay).
-        self._later: list[tuple[float, int, Entry | str]] = []
-        self._tie = itertools.count()
+        self.hosts = HostQueue(fetcher.ready_at)
         self._cursor: tuple[int, int] = (-1, -1)
         self._exhausted = False  # every row of the shard has been read
         self._loading: asyncio.Task[None] | None = None
@@ -184,7 +173,6 @@ class IngestEngine:
         # Walks whose bodies are still being hashed, to be recorded in the batch then.
         self._finishing: set[asyncio.Task[None]] = set()
         self._committing: asyncio.Task[None] | None = None
-        self._last_commit = 0.0
         self._wake = asyncio.Event()
         self._failure: BaseException | None = None
         self._hasher: Hasher | None = None  # made in run(), on the loop
@@ -196,13 +184,13 @@ class IngestEngine:
         self._hasher = Hasher(asyncio.get_running_loop(), self.archive)
         try:
             await self.store.run(self.archive.open_in)
-            self._last_commit = self.clock.monotonic()
+            self.commits.last = self.clock.monotonic()
             try:
                 await self._loop()
             except BaseException as exc:
                 await self._abort(exc)
                 raise
-            await self._commit()
+            await self.commits.commit()
             await self.store.run(self.archive.close_in)
         finally:
             self._hasher.close()
@@ -210,12 +198,15 @@ class IngestEngine:
             urls=sum(self.statuses.values()),
             statuses=dict(self.statuses),
             retried=self.retried,
-            bodies=self.bodies,
+            bodies=self.commits.bodies,
             seconds=time.monotonic() - t0,
         )
 
     async def _loop(self) -> None:
         limit = self.settings.concurrency
+        # Held for the engine's life; looked up once, not on every turn of the loop.
+        hosts, commits = self.hosts, self.commits
+        ready, take = hosts.ready, hosts.take
         while True:
             self._wake.clear()
             if self._failure is not None:
@@ -229,51 +220,49 @@ class IngestEngine:
                 if not self._walks or self.clock.monotonic() >= self._stop_by:
                     raise Interrupted(f"ingest shard {self.shard}: stopping", self.clock.now())
             now = self.clock.now()
-            self._release_due(now)
+            hosts.release_due(now)
             if (
                 not stopping
                 and not self._exhausted
                 and self._loading is None
-                and self._waiting < max(2 * limit, PAGE // 2)
+                and hosts.waiting < max(2 * limit, PAGE // 2)
             ):
                 self._loading = asyncio.ensure_future(self._load())
             # Records waiting for a commit hold memory: past twice the threshold, wait.
             while (
                 not stopping
                 and len(self._walks) < limit
-                and self._ready
+                and ready
                 and self.batch.nbytes < 2 * COMMIT_BYTES
                 and len(self._finishing) < 2 * limit
             ):
-                self._start(self._ready.popleft(), now)
-            if self._committing is None and self._commit_due():
+                entry = take(ready.popleft(), now)
+                if entry is not None:
+                    task = asyncio.ensure_future(self._walk(entry))
+                    self._walks.add(task)
+                    task.add_done_callback(self._walk_ended)
+            if self._committing is None and commits.due():
                 self._committing = asyncio.ensure_future(self._commit_in_background())
             # Done only once no commit is in flight either: a shard that ended with one
             # in the background let its process end with it, and lost those results.
             if (
                 not self._walks
                 and not self._finishing
-                and not self._waiting
+                and not hosts.waiting
                 and self._loading is None
                 and self._committing is None
             ):
-                if self._exhausted and not self._later:
+                if self._exhausted and not hosts.later:
                     return
-                if self._exhausted and self._later[0][0] - now > HAND_BACK_SECONDS:
+                if self._exhausted and hosts.later[0][0] - now > HAND_BACK_SECONDS:
                     await self._hand_back(now)
             wait = COMMIT_SECONDS
-            if self._later:
-                wait = min(wait, max(0.0, self._later[0][0] - now))
+            if hosts.later:
+                wait = min(wait, max(0.0, hosts.later[0][0] - now))
             if wait > 0:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._wake.wait()
-
-    def _commit_due(self) -> bool:
-        if not self.batch:
-            return False
-        waited = self.clock.monotonic() - self._last_commit
-        return waited >= COMMIT_SECONDS or self.batch.nbytes >= COMMIT_BYTES
 
     # -- the queue ------------------------------------------------------------------------
 
@@ -303,57 +292,13 @@ class IngestEngine:
             return
         self._cursor = (int(rows[-1]["turn"]), int(rows[-1]["host_no"]))
         now = self.clock.now()
+        hosts = self.hosts
         for row, entry in zip(rows, entries(rows), strict=True):
             not_before = float(row["not_before"])
             if not_before > now:
-                self._defer(entry, not_before)
+                hosts.defer(entry, not_before)
             else:
-                self._queue(entry)
-
-    def _queue(self, entry: Entry, first: bool = False) -> None:
-        queued = self._queued.get(entry.host)
-        if queued is None:
-            queued = self._queued[entry.host] = deque()
-        if first:
-            queued.appendleft(entry)
-        else:
-            queued.append(entry)
-        self._waiting += 1
-        self._offer(entry.host)
-
-    def _offer(self, host: str) -> None:
-        """`host` may start a walk, if it has URLs and none in flight."""
-        if host not in self._busy and host not in self._offered and host in self._queued:
-            self._ready.append(host)
-            self._offered.add(host)
-
-    def _defer(self, what: Entry | str, until: float) -> None:
-        heapq.heappush(self._later, (until, next(self._tie), what))
-
-    def _release_due(self, now: float) -> None:
-        later = self._later
-        while later and later[0][0] <= now:
-            what = heapq.heappop(later)[2]
-            if isinstance(what, str):
-                self._offer(what)
-            else:
-                self._queue(what, first=True)
-
-    def _start(self, host: str, now: float) -> None:
-        self._offered.discard(host)
-        turn = self.fetcher.ready_at(host)
-        if turn > now:  # its delay: a walk would hold a slot only to wait
-            self._defer(host, turn)
-            return
-        queued = self._queued[host]
-        entry = queued.popleft()
-        self._waiting -= 1
-        if not queued:
-            del self._queued[host]
-        self._busy.add(host)
-        task = asyncio.ensure_future(self._walk(entry))
-        self._walks.add(task)
-        task.add_done_callback(self._walk_ended)
+                hosts.queue(entry)
 
     def _walk_ended(self, task: asyncio.Task[None]) -> None:
         self._walks.discard(task)
@@ -367,8 +312,7 @@ class IngestEngine:
         try:
             await self._walk_held(entry)
         finally:
-            self._busy.discard(entry.host)
-            self._offer(entry.host)
+            self.hosts.ended(entry.host)
 
     async def _walk_held(self, entry: Entry) -> None:
         s = self.settings
@@ -390,7 +334,7 @@ class IngestEngine:
                 resp = await self.fetcher.get(url, None, max_body=s.max_bytes, hold=hold)
             except HostBusy as busy:
                 # Not a result: the URL waits for its host's turn, no attempt counted.
-                self._defer(entry, busy.until)
+                self.hosts.defer(entry, busy.until)
                 self._finish(bodies, None, None, entry)
                 return
             except (FetchError, RobotsDisallowed, TransientError) as exc:
@@ -431,7 +375,7 @@ class IngestEngine:
                 entry.attempts,
                 delay,
             )
-            self._defer(entry, until)
+            self.hosts.defer(entry, until)
             self._finish(bodies, None, None, entry)
             return
         if terminal is not None and bodies[terminal][0].url != verdict.terminal_url:
@@ -498,28 +442,9 @@ class IngestEngine:
 
     # -- commits --------------------------------------------------------------------------
 
-    async def _commit(self) -> None:
-        batch, self.batch = self.batch, Batch()
-        self._last_commit = self.clock.monotonic()
-        if not batch:
-            return
-        now = self.clock.now()
-        self.bodies += await self.store.run(
-            lambda tx: commit(
-                tx,
-                batch,
-                run=self.run_id,
-                shard=self.shard,
-                archive=self.archive,
-                now=now,
-                job=self.job,
-                owner=self.owner,
-            )
-        )
-
     async def _commit_in_background(self) -> None:
         try:
-            await self._commit()
+            await self.commits.commit()
             if self.leases is not None and self.leases.holding:
                 await self.leases.release(self.clock.now())
         except Exception as exc:
@@ -534,11 +459,11 @@ class IngestEngine:
         give the job back until the earliest of them (Deferred)."""
         if self._committing is not None:
             await asyncio.shield(self._committing)
-        until = self._later[0][0]
-        for when, _, e in self._later:
+        until = self.hosts.later[0][0]
+        for when, _, e in self.hosts.later:
             if isinstance(e, Entry):
                 self.batch.retries.append((e.turn, e.host_no, e.attempts, when))
-        await self._commit()
+        await self.commits.commit()
         await self.store.run(self.archive.close_in)
         raise Deferred(f"ingest shard {self.shard}: the next host's turn is later", until, now)
 
@@ -558,7 +483,7 @@ class IngestEngine:
             self.archive.abandon()  # the slot's next owner cuts back what is not committed
             return
         try:
-            await asyncio.shield(self._commit())
+            await asyncio.shield(self.commits.commit())
             await asyncio.shield(self.store.run(self.archive.close_in))
         except Exception as error:
             log.warning("ingest shard %s: could not commit on stopping: %s", self.shard, error)

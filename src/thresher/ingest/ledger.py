@@ -155,6 +155,14 @@ class Batch:
             self.bodies[body.sha1] = body
             self.nbytes += body.nbytes
 
+    def take(self) -> Batch:
+        """What was recorded, in a batch of its own to commit; this one starts empty
+        again (the engine and its commits record in one batch for the engine's life)."""
+        taken = Batch(self.results, self.done, self.retries, self.bodies, self.nbytes)
+        self.results, self.done, self.retries, self.bodies = [], [], [], {}
+        self.nbytes = 0
+        return taken
+
 
 def commit(
     tx: Tx,
