@@ -17,7 +17,7 @@ from typing import Any
 from aiohttp import web
 
 from ..store import Tx
-from . import data
+from . import archive_data, data, message_data, web_data
 from .context import Context
 from .metrics import CONTENT_TYPE, collect_metrics
 from .pages import dashboard_data, ingest_data, int_param
@@ -64,7 +64,7 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
         now = time.time()
         return _json(
             await ctx.read_cached(
-                ("list", name, before), lambda tx: data.list_page(tx, name, now, before)
+                ("list", name, before), lambda tx: archive_data.list_page(tx, name, now, before)
             )
         )
 
@@ -73,17 +73,18 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
         page = int_param(request, "page", 1)
         return _json(
             await ctx.read_cached(
-                ("month", name, month, page), lambda tx: data.month_page(tx, name, month, page)
+                ("month", name, month, page),
+                lambda tx: archive_data.month_page(tx, name, month, page),
             )
         )
 
     async def thread_json(request: web.Request) -> web.Response:
         name, message = request.match_info["name"], data.number(request.match_info["id"])
-        return _json(await ctx.read(lambda tx: data.thread_page(tx, name, message)))
+        return _json(await ctx.read(lambda tx: message_data.thread_page(tx, name, message)))
 
     async def message_json(request: web.Request) -> web.Response:
         name, message = request.match_info["name"], data.number(request.match_info["id"])
-        found, _raw = await ctx.read(lambda tx: data.message_json(tx, name, message))
+        found, _raw = await ctx.read(lambda tx: message_data.message_json(tx, name, message))
         return _json(found)
 
     async def search(request: web.Request) -> web.Response:
@@ -91,7 +92,9 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
         source = request.query.get("list") or None
         page = int_param(request, "page", 1)
         backend = ctx.store_info["backend"]
-        return _json(await ctx.read(lambda tx: data.search_page(tx, backend, query, source, page)))
+        return _json(
+            await ctx.read(lambda tx: message_data.search_page(tx, backend, query, source, page))
+        )
 
     async def crawl(request: web.Request) -> web.Response:
         name = request.match_info["name"]
@@ -100,7 +103,7 @@ def add_api_routes(app: web.Application, ctx: Context) -> None:
         hosts_after = request.query.get("hosts_after", "")
         return _json(
             await ctx.read(
-                lambda tx: data.crawl_page(tx, ctx.home, name, state, after, hosts_after)
+                lambda tx: web_data.crawl_page(tx, ctx.home, name, state, after, hosts_after)
             )
         )
 

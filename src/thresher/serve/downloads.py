@@ -33,7 +33,7 @@ from ..sources.archives import ARCHIVE_TYPE_NAMES
 from ..sources.ingest import ingest_warc_dir
 from ..sources.web import warc_dir
 from ..store import Tx
-from . import data
+from . import archive_data, data, message_data, web_data
 from .context import CSP_SANDBOX, Context
 from .mail import attachment
 from .warcread import RecordError, read_record
@@ -91,7 +91,7 @@ async def month_mbox(
 
     def batches(tx: Tx) -> list[list[int]]:
         data.named_source(tx, name, ARCHIVE_TYPE_NAMES)
-        data.check_month(month)
+        archive_data.check_month(month)
         export.check_month(month)
         return list(export.message_batches(tx, name, month))
 
@@ -102,7 +102,9 @@ async def thread_mbox(
     ctx: Context, request: web.Request, name: str, message: int
 ) -> web.StreamResponse:
     """The thread's messages as mboxrd, in reading order (the same writer as export)."""
-    ids = await ctx.read(lambda tx: data.thread_ids(data.thread_page(tx, name, message)))
+    ids = await ctx.read(
+        lambda tx: message_data.thread_ids(message_data.thread_page(tx, name, message))
+    )
     batches = [ids[i : i + export.BATCH] for i in range(0, len(ids), export.BATCH)]
     return await _send_mbox(ctx, request, batches, f"{name}-thread-{message}.mbox")
 
@@ -110,7 +112,7 @@ async def thread_mbox(
 def add_download_routes(app: web.Application, ctx: Context) -> None:
     async def raw_message(request: web.Request) -> web.Response:
         name, message = request.match_info["name"], data.number(request.match_info["id"])
-        _m, raw = await ctx.read(lambda tx: data.message_json(tx, name, message))
+        _m, raw = await ctx.read(lambda tx: message_data.message_json(tx, name, message))
         if request.query.get("download"):
             return web.Response(
                 body=raw, headers={**_headers(f"{name}-{message}.eml"),
@@ -126,7 +128,7 @@ def add_download_routes(app: web.Application, ctx: Context) -> None:
     async def part(request: web.Request) -> web.Response:
         name, message = request.match_info["name"], data.number(request.match_info["id"])
         index = data.number(request.match_info["part"])
-        _m, raw = await ctx.read(lambda tx: data.message_json(tx, name, message))
+        _m, raw = await ctx.read(lambda tx: message_data.message_json(tx, name, message))
         found = attachment(raw, index)
         if found is None:
             raise data.NotFound(f"message {message} has no part {index}")
@@ -162,7 +164,7 @@ def add_download_routes(app: web.Application, ctx: Context) -> None:
     async def warc_file(request: web.Request) -> web.FileResponse:
         name, filename = request.match_info["name"], request.match_info["file"]
         # Only a file the folder lists, by that exact name: no path ever comes from the URL.
-        listed = {f["name"] for f in data.warc_files(ctx.home, name)}
+        listed = {f["name"] for f in web_data.warc_files(ctx.home, name)}
         if filename not in listed:
             raise data.NotFound(f"no WARC file {filename!r} in {name!r}")
         folder = ingest_warc_dir(ctx.home) if name == "ingest" else warc_dir(ctx.home, name)
@@ -179,7 +181,7 @@ def add_download_routes(app: web.Application, ctx: Context) -> None:
 
 
 async def _record(ctx: Context, name: str, key: int) -> Any:
-    row = await ctx.read(lambda tx: data.capture(tx, name, key))
+    row = await ctx.read(lambda tx: web_data.capture(tx, name, key))
     if not row["warc_file"] or row["warc_offset"] is None:
         raise data.NotFound(f"{row['url']} has no WARC record")
     path = warc_dir(ctx.home, name) / str(row["warc_file"])

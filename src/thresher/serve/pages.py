@@ -15,7 +15,7 @@ from ..archives.export import UNDATED
 from ..ingest.report import ingest_stats
 from ..sources import list_sources
 from ..sources.archives import ARCHIVE_TYPE_NAMES
-from . import data
+from . import archive_data, data, message_data, web_data
 from .charts import Bar, hbars, month_bars
 from .context import Context
 
@@ -69,7 +69,7 @@ async def ingest_data(
     result) remembered per store state once for every page of results, the page read
     through its index each time."""
     stats = await ctx.read_cached(("ingest stats",), ingest_stats)
-    return await ctx.read(lambda tx: data.ingest_page(tx, stats, status, after))
+    return await ctx.read(lambda tx: web_data.ingest_page(tx, stats, status, after))
 
 
 async def warm(ctx: Context) -> None:
@@ -105,7 +105,7 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
         before = int_param(request, "before") or None
         now = time.time()
         page = await ctx.read_cached(
-            ("list", name, before), lambda tx: data.list_page(tx, name, now, before)
+            ("list", name, before), lambda tx: archive_data.list_page(tx, name, now, before)
         )
         bars = []
         for m in page["archive"]["months"]:
@@ -133,7 +133,8 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
             return await month_mbox(ctx, request, name, month.removesuffix(".mbox"))
         page_no = int_param(request, "page", 1)
         page = await ctx.read_cached(
-            ("month", name, month, page_no), lambda tx: data.month_page(tx, name, month, page_no)
+            ("month", name, month, page_no),
+            lambda tx: archive_data.month_page(tx, name, month, page_no),
         )
         return ctx.render("month.html", "lists", p=page)
 
@@ -144,12 +145,12 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
 
             return await thread_mbox(ctx, request, name, data.number(ident.removesuffix(".mbox")))
         message = data.number(ident)
-        page = await ctx.read(lambda tx: data.thread_page(tx, name, message))
+        page = await ctx.read(lambda tx: message_data.thread_page(tx, name, message))
         return ctx.render("thread.html", "lists", t=page)
 
     async def message_page(request: web.Request) -> web.Response:
         name, message = request.match_info["name"], data.number(request.match_info["id"])
-        m, _raw = await ctx.read(lambda tx: data.message_json(tx, name, message))
+        m, _raw = await ctx.read(lambda tx: message_data.message_json(tx, name, message))
         return ctx.render("message.html", "lists", m=m, name=name)
 
     async def search(request: web.Request) -> web.Response:
@@ -162,7 +163,7 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
             names = [s.name for s in list_sources(tx) if s.type in ARCHIVE_TYPE_NAMES]
             if not query:
                 return {"query": "", "list": source, "page": 1, "more": False, "hits": []}, names
-            return data.search_page(tx, backend, query, source, page_no), names
+            return message_data.search_page(tx, backend, query, source, page_no), names
 
         found, names = await ctx.read(read)
         for hit in found["hits"]:
@@ -177,9 +178,9 @@ def add_page_routes(app: web.Application, ctx: Context) -> None:
         after = int_param(request, "after")
         hosts_after = request.query.get("hosts_after", "")
         page = await ctx.read(
-            lambda tx: data.crawl_page(tx, ctx.home, name, state, after, hosts_after)
+            lambda tx: web_data.crawl_page(tx, ctx.home, name, state, after, hosts_after)
         )
-        return ctx.render("crawl.html", "crawls", c=page, states=data.CRAWL_STATES)
+        return ctx.render("crawl.html", "crawls", c=page, states=web_data.CRAWL_STATES)
 
     async def ingest_page(request: web.Request) -> web.Response:
         status = request.query.get("status") or None
