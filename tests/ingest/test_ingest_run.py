@@ -349,7 +349,7 @@ def test_a_shard_ends_only_once_its_last_commit_is_in(
     """A commit made in the background when the last walk ends is awaited before the
     shard says it is done: else the process ended with it in flight, the run "ok" and
     its last URLs without results (seen after a kill -9 and a rerun)."""
-    from thresher.ingest import commits, engine
+    from thresher.ingest import commits
 
     run_in_store = AsyncStore.run
     calls: list[str] = []
@@ -361,8 +361,7 @@ def test_a_shard_ends_only_once_its_last_commit_is_in(
                 await asyncio.sleep(3.0)
         return await run_in_store(self, fn, write)
 
-    monkeypatch.setattr(engine, "COMMIT_SECONDS", 0.01)  # each walk's result soon
-    monkeypatch.setattr(commits, "COMMIT_SECONDS", 0.01)
+    monkeypatch.setattr(commits, "COMMIT_SECONDS", 0.01)  # each walk's result soon
     monkeypatch.setattr(AsyncStore, "run", slow_first_commit)
     for i in range(5):
         site.pages[f"/c/{i}.pdf"] = Page(

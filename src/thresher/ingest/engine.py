@@ -59,7 +59,7 @@ from ..frontier import host_of
 from ..jobs.retry import backoff_delay
 from ..store.aio import AsyncStore
 from .archive import Hasher, IngestArchive, Kept
-from .commits import COMMIT_BYTES, COMMIT_SECONDS, Commits
+from .commits import COMMIT_BYTES, Commits
 from .hosts import HostQueue
 from .ledger import PAGE, Entry, entries
 from .walk import DEFAULT_BLOCKLIST, MAX_HOPS, Answer, Blocklist, Fetch, Verdict, Walk
@@ -256,7 +256,7 @@ class IngestEngine:
                     return
                 if self._exhausted and hosts.later[0][0] - now > HAND_BACK_SECONDS:
                     await self._hand_back(now)
-            wait = COMMIT_SECONDS
+            wait = commits.seconds
             if hosts.later:
                 wait = min(wait, max(0.0, hosts.later[0][0] - now))
             if wait > 0:
