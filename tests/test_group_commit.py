@@ -1,13 +1,14 @@
 """A worker pool's group commits and claims of many jobs at once, on both backends: short
 jobs are claimed ahead and committed together, and a write that fails fails only its own
 job. (That a long job is never claimed ahead of a free worker, test_worker_cli.py shows:
-a worker with two slots holds two of four minute-long jobs, not four; and so does the
-last test here, with the moment that once let it take four made wide.)"""
+a worker with two slots holds two of four minute-long jobs, not four; and so do the
+last two tests here, each with a moment that once let it take more made wide.)"""
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -146,19 +147,30 @@ def test_a_write_that_fails_fails_only_its_own_job(store_url: str, tmp_path: Pat
 
 
 class LateStore(AsyncStore):
-    """An AsyncStore whose group commits that claimed jobs return `late` seconds after
-    their transactions committed: longer than an idle worker's poll, which thus lands in
-    the moment after such a commit claimed jobs for the workers waiting and before they
-    can see them."""
+    """An AsyncStore whose transactions return `late` seconds after they committed
+    when `is_late` says so of their result, the moment they opened made wide."""
 
     late = 0.0
 
+    def __init__(self, url: str, is_late: Callable[[Any], bool]) -> None:
+        super().__init__(url)
+        self.is_late = is_late
+
     async def run(self, fn: Any, write: bool = True) -> Any:
         result = await super().run(fn, write)
-        match result:
-            case (queue.Completed(), [Job(), *_]):  # what `Runner._commit_group` gets
-                await asyncio.sleep(self.late)
+        if self.is_late(result):
+            await asyncio.sleep(self.late)
         return result
+
+
+def _a_commit_that_claimed(result: Any) -> bool:
+    """What `Runner._commit_group` gets when its claim took jobs: longer than an idle
+    worker's poll, which thus lands after that commit claimed jobs for the workers
+    waiting and before they can see them."""
+    match result:
+        case (queue.Completed(), [Job(), *_]):
+            return True
+    return False
 
 
 def test_idle_workers_and_a_group_commit_never_both_claim_for_them(
@@ -172,7 +184,7 @@ def test_idle_workers_and_a_group_commit_never_both_claim_for_them(
 
     async def body() -> list[str]:
         RELEASE["leaves"] = asyncio.Event()
-        store = LateStore(store_url)
+        store = LateStore(store_url, _a_commit_that_claimed)
         await store.open()
         try:
             run = await store.run(lambda tx: _open(tx, {"n": 4}, "test.group.long_root"))
@@ -184,6 +196,79 @@ def test_idle_workers_and_a_group_commit_never_both_claim_for_them(
             while len(STARTED) < 2:
                 await asyncio.sleep(0.05)
             await asyncio.sleep(store.late)  # what any poll took has reached the pool
+            jobs = await store.run(lambda tx: tx.all("list_jobs", run=run), False)
+            store.late = 0.0
+            RELEASE["leaves"].set()
+            while len(STARTED) < 4:
+                await asyncio.sleep(0.05)
+            pool.stop()
+            await running
+            return [j["state"] for j in jobs if j["kind"] == "test.group.long"]
+        finally:
+            await store.close()
+
+    states = asyncio.run(body())
+    assert sorted(states) == ["leased", "leased", "pending", "pending"]
+
+
+IN_FLIGHT: dict[str, asyncio.Event] = {}
+
+
+@register("test.group.waits_for_a_claim")
+async def _waits_for_a_claim(ctx: JobContext) -> Outcome:
+    IN_FLIGHT["started"].set()
+    await IN_FLIGHT["claim"].wait()  # ends while the other worker's claim is in flight
+    return Outcome(result="done")
+
+
+def _a_claim_of_a_long_job(result: Any) -> bool:
+    """What `Claims._claim_or_lull` gets when it took a long job (a job or jobs, and the
+    clock's readings): said in IN_FLIGHT, which ends the other worker's job."""
+    match result:
+        case (Job(kind="test.group.long") | [Job(kind="test.group.long"), *_], _, _):
+            IN_FLIGHT["claim"].set()
+            return True
+    return False
+
+
+def test_a_group_commit_claims_nothing_beside_an_idle_workers_claim(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The other way round: a worker's claim is in flight when the other's job ends.
+    The group commit would claim for both workers, the one claiming included, and a long
+    job would sit leased with no worker to start it."""
+    STARTED.clear()
+
+    async def body() -> list[str]:
+        RELEASE["leaves"] = asyncio.Event()
+        IN_FLIGHT["claim"], IN_FLIGHT["started"] = asyncio.Event(), asyncio.Event()
+        store = LateStore(store_url, _a_claim_of_a_long_job)
+        await store.open()
+        try:
+            run = await store.run(lambda tx: _open(tx, {}, "test.group.waits_for_a_claim"))
+            config = make_config(store_url, tmp_path, workers=2)
+            pool = WorkerPool(config, store, SystemClock(), [run], serve=True)
+            store.late = IDLE_POLL_SECONDS * 3
+            running = asyncio.create_task(pool.run())
+
+            def leaves(tx: Tx) -> None:
+                for i in range(4):
+                    queue.enqueue(
+                        tx,
+                        JobSpec("test.group.long", f"l{i}", {}),
+                        key=f"run{run}:l{i}",
+                        now=time.time(),
+                        default_max_attempts=3,
+                        source="g",
+                        source_run_id=run,
+                    )
+
+            # Once one worker runs the first job, the other's next poll finds them.
+            await IN_FLIGHT["started"].wait()
+            await store.run(leaves)
+            while len(STARTED) < 2:
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(store.late)  # what any claim took has reached the pool
             jobs = await store.run(lambda tx: tx.all("list_jobs", run=run), False)
             store.late = 0.0
             RELEASE["leaves"].set()
