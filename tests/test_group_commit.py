@@ -163,6 +163,24 @@ class LateStore(AsyncStore):
         return result
 
 
+async def _states_once_two_started(
+    store: LateStore, pool: WorkerPool, running: asyncio.Task[Any], run: int
+) -> list[str]:
+    """The long jobs' states once two have started and what any late transaction took
+    has reached the pool; then every job is let finish and the pool stopped."""
+    while len(STARTED) < 2:
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(store.late)
+    jobs = await store.run(lambda tx: tx.all("list_jobs", run=run), False)
+    store.late = 0.0
+    RELEASE["leaves"].set()
+    while len(STARTED) < 4:
+        await asyncio.sleep(0.05)
+    pool.stop()
+    await running
+    return [j["state"] for j in jobs if j["kind"] == "test.group.long"]
+
+
 def _a_commit_that_claimed(result: Any) -> bool:
     """What `Runner._commit_group` gets when its claim took jobs: longer than an idle
     worker's poll, which thus lands after that commit claimed jobs for the workers
@@ -193,17 +211,7 @@ def test_idle_workers_and_a_group_commit_never_both_claim_for_them(
             pool = WorkerPool(config, store, SystemClock(), [run], serve=True)
             store.late = IDLE_POLL_SECONDS * 3
             running = asyncio.create_task(pool.run())
-            while len(STARTED) < 2:
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(store.late)  # what any poll took has reached the pool
-            jobs = await store.run(lambda tx: tx.all("list_jobs", run=run), False)
-            store.late = 0.0
-            RELEASE["leaves"].set()
-            while len(STARTED) < 4:
-                await asyncio.sleep(0.05)
-            pool.stop()
-            await running
-            return [j["state"] for j in jobs if j["kind"] == "test.group.long"]
+            return await _states_once_two_started(store, pool, running, run)
         finally:
             await store.close()
 
@@ -266,17 +274,7 @@ def test_a_group_commit_claims_nothing_beside_an_idle_workers_claim(
             # Once one worker runs the first job, the other's next poll finds them.
             await IN_FLIGHT["started"].wait()
             await store.run(leaves)
-            while len(STARTED) < 2:
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(store.late)  # what any claim took has reached the pool
-            jobs = await store.run(lambda tx: tx.all("list_jobs", run=run), False)
-            store.late = 0.0
-            RELEASE["leaves"].set()
-            while len(STARTED) < 4:
-                await asyncio.sleep(0.05)
-            pool.stop()
-            await running
-            return [j["state"] for j in jobs if j["kind"] == "test.group.long"]
+            return await _states_once_two_started(store, pool, running, run)
         finally:
             await store.close()
 
