@@ -76,7 +76,7 @@ FORMATS: tuple[Format, ...] = ("mbox", "jsonl")
 BATCH = 200
 BATCH_BYTES = 64 * 2**20
 
-# The month of a plain mbox's messages without a usable date (see sources/archives.py).
+# The month of a plain mbox's messages without a usable date (see `_row` in archives/rows.py).
 UNDATED = "undated"
 
 _FROM_LINE = re.compile(rb"^(>*From )", re.MULTILINE)
