@@ -285,3 +285,25 @@ def test_a_crawl_whose_every_address_is_refused_fails_saying_what_to_pass(
         " (a source: -o allow_private=true); nothing was fetched (1 URL refused)"
     )
     assert allowed["status"] == "ok" and allowed["pages"] > 0
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_a_crawl_whose_every_fetch_fails_fails_naming_the_first(
+    tmp_path: Path, shards: int
+) -> None:
+    """A seed answered 403 (a site that turns crawlers away) is not "ok: 0 pages", exit
+    0, which a script or a schedule takes for success: the crawl failed (exit 4), naming
+    the answer and the URL. Once the site answers, the same command crawls."""
+    home = Home(tmp_path / "home")
+    args = ("--delay", "0", "--allow-private", "--no-progress", "--shards", str(shards))
+    with SiteServer(hosts=1) as site:
+        seeds = build_site(site, pages_per_host=3)
+        site.pages[seeds[0]].status = 403
+        proc = home.run("crawl", *seeds, *args, check=False)
+        site.pages[seeds[0]].status = 200
+        again = json.loads(home.run("crawl", *seeds, *args, "--json").stdout)
+    assert proc.returncode == 4, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert ": failed: 0 pages" in first and "(HTTP 403 1)" in first
+    assert first.endswith(f": HTTP 403 for {seeds[0]}; nothing was fetched (1 URL failed)")
+    assert again["status"] == "ok" and again["pages"] > 0

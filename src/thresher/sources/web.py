@@ -175,28 +175,36 @@ async def _crawl(ctx: JobContext) -> Outcome:
         return Outcome(children=shards, commit=JobSpec("web.summary", "summary"))
     # Here, always; counted, so that a shard this worker takes meanwhile gets a core.
     summary = await _run_engine(ctx, _spec(ctx, settings, None), alone=True)
-    await _check_refused(ctx, summary)
+    await _check_fetched(ctx, summary)
     return Outcome(result=summary.as_dict())
 
 
-async def _check_refused(ctx: JobContext, summary: CrawlSummary) -> None:
-    """A crawl that fetched nothing because every URL's address was refused (loopback,
-    private …: `allow_private` is off) failed, and says how to fix it: it is not "ok"
-    with 0 pages. What it recorded stays; the next run asks for every URL again."""
+async def _check_fetched(ctx: JobContext, summary: CrawlSummary) -> None:
+    """A crawl that fetched nothing because every URL it tried failed failed: it is not
+    "ok" with 0 pages, which a script or a schedule would take for success. Its error
+    names the first failure (a seed's, when a seed failed); when every address was
+    refused (loopback, private …: `allow_private` is off), it says how to fix that.
+    What it recorded stays; the next run asks for every URL again."""
     answered = summary.pages + summary.requisites + summary.sitemaps
     answered += summary.not_modified + summary.redirects + summary.robots_excluded
-    refused = dict(summary.error_reasons).get("address refused", 0)
-    if answered or not refused or refused != summary.errors:
+    if answered or not summary.errors:
         return
     rows = await ctx.store.run(
         lambda tx: tx.all("crawl_run_errors", source=summary.source, run=summary.run), False
     )
-    # Each refusal is recorded as "address refused: GET URL: refused: why; what to do".
-    texts = [str(r["error"] or "") for r in rows]
-    text = next((t for t in texts if ": refused: " in t), "")
-    reason = text[text.index(": refused: ") + 2 :] if text else "refused: every address"
-    noun = "URL" if refused == 1 else "URLs"
-    raise PermanentError(f"{reason}; nothing was fetched ({refused} {noun} refused)")
+    refused = dict(summary.error_reasons).get("address refused", 0)
+    if refused == summary.errors:
+        # Each refusal is recorded as "address refused: GET URL: refused: why; what to do".
+        texts = [str(r["error"] or "") for r in rows]
+        text = next((t for t in texts if ": refused: " in t), "")
+        reason = text[text.index(": refused: ") + 2 :] if text else "refused: every address"
+        noun = "URL" if refused == 1 else "URLs"
+        raise PermanentError(f"{reason}; nothing was fetched ({refused} {noun} refused)")
+    first = str(rows[0]["error"] or "") if rows else ""
+    if rows and str(rows[0]["url"]) not in first:
+        first = f"{first or 'failed'} for {rows[0]['url']}"  # "HTTP 403" names no URL
+    noun = "URL" if summary.errors == 1 else "URLs"
+    raise PermanentError(f"{first}; nothing was fetched ({summary.errors} {noun} failed)")
 
 
 @register("web.shard")
@@ -226,5 +234,5 @@ async def _summary(ctx: JobContext) -> Outcome:
     files = sorted(p.name for p in folder.glob(f"{name}-run{run}-*.warc.gz"))
     seconds = float(row["updated"]) - float(row["started"])
     summary = CrawlSummary.from_row(row, seconds, files, len(shards), errors)
-    await _check_refused(ctx, summary)
+    await _check_fetched(ctx, summary)
     return Outcome(result=summary.as_dict())

@@ -222,5 +222,7 @@ ON CONFLICT (run_id, host) DO NOTHING
 
 -- name: crawl_run_errors
 -- Sitemaps (hop 2) that failed are not the crawl's errors: they are not counted either.
-SELECT status, error FROM crawl_urls
+-- In the order the URLs were found, so the first is a seed's when a seed failed.
+SELECT url, status, error FROM crawl_urls
 WHERE source = :source AND fetched_run = :run AND state = 'error' AND hop <> 2
+ORDER BY seq
