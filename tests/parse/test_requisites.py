@@ -144,7 +144,7 @@ def test_which_links_are_requisites(rel: str, as_: str | None, expected: bool) -
 def big(extra: str) -> bytes:
     rows = "".join(
         f'<tr><td><a href="m{i}.html">m{i}</a><img src="icon{i % 7}.png" alt=""></td></tr>'
-        for i in range(400)
+        for i in range(1000)
     )
     return (EVERY_KIND.replace("</body>", f"<table>{rows}</table>{extra}</body>")).encode()
 

@@ -119,6 +119,23 @@ def test_links_in_pages_resolve_as_the_test_data_says() -> None:
     assert wrong == []
 
 
+def test_a_link_resolves_as_its_memo_key_does() -> None:
+    """A page's links are resolved once per `_link_key` (the link without its fragment):
+    every link of the test data, with and without fragments (after a space too), resolves
+    as its key does."""
+    wrong = []
+    for href, base, _ in _crawler_cases():
+        if base is None:
+            continue
+        page = links_module._base_of(base, "utf-8")
+        for link in (href, href + "#f", href + "#", href + " #f", href + "\x01#f", href + "##"):
+            key = links_module._link_key(link)
+            want = links_module._resolve(link, page, "utf-8")
+            if links_module._resolve(key, page, "utf-8") != want:
+                wrong.append((link, base, key, want))
+    assert wrong == []
+
+
 def test_every_url_of_the_test_data_has_a_key_and_keys_are_fixed_points() -> None:
     for href, base, expected in _crawler_cases():
         if expected is None:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from itertools import islice
 
-__all__ = ["CROWDED", "EMBED_MARK", "flatten_tags", "thin_crowded"]
+__all__ = ["CROWDED", "EMBED_MARK", "flatten_tags", "has_crowded", "thin_crowded"]
 
 CROWDED = 64
 
@@ -67,6 +67,9 @@ _ATTRIBUTE = (
 )
 _ATTRIBUTE_RE = re.compile(_ATTRIBUTE)
 _CROWDED_RE = re.compile(rf"<([a-zA-Z][^{_W}/>]*+)((?:{_ATTRIBUTE}){{{CROWDED},}}+)")
+# The same on UTF-8 bytes: every character it names is ASCII, and a multi-byte character
+# is as much outside its classes as its bytes are.
+_CROWDED_BYTES_RE = re.compile(_CROWDED_RE.pattern.encode("ascii"))
 # What may end a raw-text element or comment the check misread as a tag ("</script",
 # "-->"): kept as it is when it ends a cut-down tag, so that the rest of the page is
 # still read as the tokenizer would.
@@ -81,6 +84,13 @@ def flatten_tags(text: str, *, embeds: bool = False) -> str:
     rename = _EMBEDDING_TAG_RE if "url(" in text or "URL(" in text else _EMBEDDING_ONLY_RE
     text = rename.sub(rf'<wbr {EMBED_MARK}="\g<name>"\g<rest>>', text)
     return _FLATTEN_EMBEDS_RE.sub("", text)
+
+
+def has_crowded(markup: str | bytes) -> bool:
+    """Whether `markup` (text, or UTF-8 bytes) has a tag `thin_crowded` would cut down."""
+    if isinstance(markup, bytes):
+        return _CROWDED_BYTES_RE.search(markup) is not None
+    return _CROWDED_RE.search(markup) is not None
 
 
 def thin_crowded(text: str, keep: frozenset[str], scan: int | None = None) -> str:

@@ -47,7 +47,7 @@ from functools import lru_cache
 from selectolax.lexbor import LexborCSSSelector, LexborHTMLParser, SelectolaxError
 
 from thresher.parse.charset import decode_text, utf8_encoding
-from thresher.parse.defuse import flatten_tags, thin_crowded
+from thresher.parse.defuse import flatten_tags, has_crowded, thin_crowded
 from thresher.parse.requisites import ATTRIBUTES as REQUISITE_ATTRIBUTES
 from thresher.parse.requisites import Requisites
 from thresher.weburl import resolve
@@ -194,6 +194,35 @@ def _resolve(raw: str, base: _Base | None, encoding: str) -> str | None:
     return _resolve_any(href, base, encoding)
 
 
+# A page of API docs names each of a few pages hundreds of times ("#method.x"): past this
+# many links, each is resolved once. Below it, the memo costs more than it saves.
+_FEW_LINKS = 100
+
+
+def _resolve_once(base: _Base | None, encoding: str) -> Callable[[str], str | None]:
+    """`_resolve` against `base`, each link (without its fragment) resolved once."""
+    memo: dict[str, str | None] = {}
+
+    def once(raw: str) -> str | None:
+        key = _link_key(raw)
+        if key in memo:
+            return memo[key]
+        link = memo[key] = _resolve(raw, base, encoding)
+        return link
+
+    return once
+
+
+def _link_key(raw: str) -> str:
+    """What `_resolve(raw, …)` depends on: `raw` without its fragment, unless a space or
+    control character ends what is before the "#" (the URL parser strips those from the
+    end of the whole, so "a.html #x" is "a.html%20", and "a.html " is "a.html")."""
+    cut = raw.find("#")
+    if cut <= 0 or raw[cut - 1] <= " ":
+        return raw
+    return raw[:cut]
+
+
 def _resolve_any(raw: str, base: _Base | None, encoding: str) -> str | None:
     """`_resolve` by ada-url, for any link."""
     text = raw.strip(_C0_OR_SPACE)
@@ -202,14 +231,16 @@ def _resolve_any(raw: str, base: _Base | None, encoding: str) -> str | None:
     return resolve(raw, None if base is None else base.url, encoding)
 
 
-# Big pages are defused before Lexbor parses them (see thresher.parse.defuse): a page
-# with more than _FLATTEN_TAGS "<" (a 15 KB page has about 250) or _FLATTEN_LENGTH
-# characters is flattened and its crowded tags cut down to the attributes this module
-# reads. Lexbor then sees a shallow document and gives the same links, base, robots meta
-# and title (a test checks it). Below both limits the worst case is about 60 ms (a 32 KB
-# attribute bomb). Flattening is not done to every page because it can misread a
-# tag-like string inside a comment and costs up to twice the parse on pages of mostly text.
-_FLATTEN_TAGS = 1000
+# Big pages are defused before Lexbor parses them (see thresher.parse.defuse). What costs
+# Lexbor quadratic time is depth, which needs tags, and crowded tags, which need bytes: a
+# page with more than _FLATTEN_TAGS "<" (a 15 KB page has about 250, a 50 KB page of API
+# docs about 1,600) is flattened, and a page longer than _FLATTEN_LENGTH has its crowded
+# tags cut down to the attributes this module reads (so has a flattened page). Lexbor then
+# gives the same links, base, robots meta and title (a test checks it). Below the limits
+# the worst case is about 60 ms, here: 4,000 nested <div>s, or a 32 KB attribute bomb.
+# Flattening is not done to every page because it can misread a tag-like string inside a
+# comment and costs three times the parse (2.1 against 0.7 ms for a 50 KB page).
+_FLATTEN_TAGS = 4000
 _FLATTEN_LENGTH = 32 * 1024
 _READ_ATTRIBUTES = frozenset({"href", "src", "rel", "name", "content", "http-equiv"})
 
@@ -243,9 +274,11 @@ def _cut(text: str, budget: int) -> tuple[str, int]:
 
 
 def _flatten(text: str, requisites: bool) -> str:
-    if requisites:
-        return thin_crowded(flatten_tags(text, embeds=True), _READ_WITH_REQUISITES)
-    return thin_crowded(flatten_tags(text), _READ_ATTRIBUTES)
+    return _thin(flatten_tags(text, embeds=requisites), requisites)
+
+
+def _thin(text: str, requisites: bool) -> str:
+    return thin_crowded(text, _READ_WITH_REQUISITES if requisites else _READ_ATTRIBUTES)
 
 
 # A parser's own css() builds a CSS engine per document, which costs about as much as
@@ -298,12 +331,16 @@ def extract_links(
         markup, encoding = body, utf8_codec
         # The "<" counted as what removing them takes away: bytes.replace finds a byte
         # with memchr, bytes.count looks at every byte (1.4 against 4.6 µs for 12 KB).
-        if len(body) > _FLATTEN_LENGTH or len(body) - len(body.replace(b"<", b"")) > _FLATTEN_TAGS:
+        if len(body) - len(body.replace(b"<", b"")) > _FLATTEN_TAGS:
             markup = _flatten(body.decode("utf-8"), requisites)
+        elif len(body) > _FLATTEN_LENGTH and has_crowded(body):
+            markup = _thin(body.decode("utf-8"), requisites)
     else:
         markup, encoding = decode_text(body, content_type)
-        if len(markup) > _FLATTEN_LENGTH or markup.count("<") > _FLATTEN_TAGS:
+        if markup.count("<") > _FLATTEN_TAGS:
             markup = _flatten(markup, requisites)
+        elif len(markup) > _FLATTEN_LENGTH:
+            markup = _thin(markup, requisites)
     if max_links is not None and isinstance(markup, str):
         markup, dropped = _cut(markup, budget)
     # A URL's query is percent-encoded in the page's encoding, except that UTF-16 pages
@@ -372,17 +409,18 @@ def extract_links(
     elif base_href is not None:
         base = _base_of(base_href, query_encoding)
 
+    once = _resolve_once(base, query_encoding) if len(raw_links) > _FEW_LINKS else None
     links: list[str] = []
     seen: set[str] = set()
     for raw in raw_links:
-        link = _resolve(raw, base, query_encoding)
+        link = _resolve(raw, base, query_encoding) if once is None else once(raw)
         if link is not None and link not in seen:
             seen.add(link)
             links.append(link)
     embedded: list[str] = []
     if embeds is not None and root is not None:
         embeds.collect(root, _selector())
-        embedded = embeds.urls(lambda raw: _resolve(raw, base, query_encoding))
+        embedded = embeds.urls(once or (lambda raw: _resolve(raw, base, query_encoding)))
     if max_links is not None:
         dropped += max(0, len(links) - max_links) + max(0, len(embedded) - max_links)
         del links[max_links:], embedded[max_links:]
