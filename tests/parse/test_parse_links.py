@@ -716,6 +716,19 @@ def test_a_quoted_angle_bracket_does_not_hide_an_attribute_bomb() -> None:
     assert page.links == ["http://example.com/x", "http://example.com/y"]
 
 
+def test_a_page_of_many_links_to_a_few_pages_gives_each_once() -> None:
+    """Past _FEW_LINKS links each is resolved once per link without its fragment, but a
+    space before the "#" is part of the URL ("b.html #x" is "b.html%20")."""
+    many = "".join(f'<a href="a.html#m{i}">m</a>' for i in range(links_module._FEW_LINKS))
+    html = f'{many}<a href="b.html #x">b</a><a href="b.html#x">b</a><a href=" a.html ">a</a>'
+    page = extract_links(html.encode(), URL)
+    assert page.links == [
+        "http://example.com/dir/a.html",
+        "http://example.com/dir/b.html%20",
+        "http://example.com/dir/b.html",
+    ]
+
+
 def test_max_links_keeps_the_first_and_counts_the_rest() -> None:
     html = '<a href="/a">a</a><a href="/b">b</a><a href="/a">again</a><a href="/c">c</a>'
     page = extract_links(html.encode(), URL, max_links=2)
