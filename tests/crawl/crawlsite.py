@@ -60,6 +60,7 @@ class SiteServer:
         self.ips = [f"127.0.0.{i + 1}" for i in range(hosts)]
         self.pages: dict[str, Page] = {}
         self.robots: dict[str, str] = {}  # ip -> robots.txt body (absent: 404)
+        self.robots_status: dict[str, int] = {}  # ip -> what robots.txt answers instead
         self.hits: deque[Hit] = deque()
         self.latency = 0.0  # seconds each page answer waits (a slower server)
         self.in_flight = 0
@@ -134,6 +135,8 @@ class SiteServer:
     async def _answer(self, request: web.Request, url: str, via: str) -> web.StreamResponse:
         if request.path == "/robots.txt":
             ip = request.host.split(":")[0]
+            if ip in self.robots_status:
+                return web.Response(status=self.robots_status[ip], headers={"Retry-After": "0"})
             if ip in self.robots:
                 return web.Response(text=self.robots[ip], content_type="text/plain")
             return web.Response(status=404)

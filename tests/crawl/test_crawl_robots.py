@@ -71,6 +71,7 @@ def test_a_crawl_obeys_robots_txt_to_the_letter(store_url: str, tmp_path: Path) 
         assert f"{b}/p/0.html" in hits and f"{b}/p/1.html" in hits, (h, hits)
         assert not [u for u in hits if u.startswith(b) and "rivate" in u], (h, hits)
         assert c.urls[f"{b}/private/secret.html"]["state"] == "robots"
+        assert c.urls[f"{b}/private/secret.html"]["error"] is None  # the rules say why
     assert c.run["robots_excluded"] >= 3
 
     async def stored() -> list[Any]:
@@ -90,3 +91,22 @@ def test_a_crawl_obeys_robots_txt_to_the_letter(store_url: str, tmp_path: Path) 
     # A robots.txt cut short is not archived as if it were whole; the others are.
     robots_records = {uri for _, uri, _, _ in warc_records(tmp_path) if uri.endswith("robots.txt")}
     assert robots_records == {f"{site.base(h)}/robots.txt" for h in (0, 1)}
+
+
+def test_urls_refused_for_want_of_robots_txt_say_so(store_url: str, tmp_path: Path) -> None:
+    """A site whose robots.txt answers 503 is not crawled for now (RFC 9309: unreachable
+    is disallow all), and its URLs, counted in robots_excluded like those its rules
+    disallow, say why in crawl_urls.error: a rule is not what kept them out."""
+    with SiteServer(hosts=2) as site:
+        down, up = site.base(1), site.base(0)
+        site.robots_status[site.ips[1]] = 503
+        site.pages[f"{up}/p/0.html"] = _page([f"{down}/p/0.html"])
+        site.pages[f"{down}/p/0.html"] = _page([])
+        c = crawl(make_config(store_url, tmp_path), [f"{up}/p/0.html"])
+        hits = [h.url for h in site.hits]
+    assert c.report.outcome == "ok", c.report.error
+    assert f"{down}/robots.txt" in hits and f"{down}/p/0.html" not in hits
+    row = c.urls[f"{down}/p/0.html"]
+    assert row["state"] == "robots"
+    assert row["error"] == "robots.txt unreachable (HTTP 503): the site waits until it answers"
+    assert c.run["robots_excluded"] == 1

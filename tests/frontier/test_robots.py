@@ -65,10 +65,25 @@ def test_unreachable_disallows_for_the_retry_period_then_asks_again(status: int 
     robots = RobotsCache(unreachable_retry=600.0)
     robots.on_robots("http://example.com/", status, None, T0)
     assert robots.allowed("http://example.com/a", T0) is False
+    answer = "no answer" if status is None else f"HTTP {status}"
+    assert robots.refusal("http://example.com/a", T0) == (
+        f"robots.txt unreachable ({answer}): the site waits until it answers"
+    )
     assert robots.allowed("http://example.com/a", T0 + 599.9) is False
     assert robots.allowed("http://example.com/a", T0 + 600.0) is None
+    assert robots.refusal("http://example.com/a", T0 + 600.0) is None
     robots.on_robots("http://example.com/", 200, b"", T0 + 601)
     assert robots.allowed("http://example.com/a", T0 + 601) is True
+
+
+def test_a_url_its_rules_disallow_has_no_refusal_to_record() -> None:
+    """Only "robots.txt could not be had" is recorded with a refused URL: a rule is
+    what the stored robots.txt says."""
+    robots = RobotsCache(user_agent="otherbot")
+    robots.on_robots("http://example.com/robots.txt", 200, RULES, T0)
+    assert robots.allowed("http://example.com/private/x", T0) is False
+    assert robots.refusal("http://example.com/private/x", T0) is None
+    assert robots.refusal("http://unknown.example.com/x", T0) is None
 
 
 def test_rules_expire_after_the_ttl() -> None:

@@ -227,7 +227,8 @@ class Admission:
             self.wait_for_robots(url, h, depth, hop)
         elif not allowed:
             self.batch.counts["robots_excluded"] += 1
-            self.ledger.finish(self.batch, h, "robots", now=now)
+            error = self.robots.refusal(url, now)
+            self.ledger.finish(self.batch, h, "robots", now=now, error=error)
         else:
             host = host_of(url)
             if self.workbench.host(host) is None:

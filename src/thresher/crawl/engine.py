@@ -384,7 +384,8 @@ class CrawlEngine:
         if not allowed:  # queued before robots.txt was fetched again, which forbids it
             self.workbench.on_withdraw(fetch)
             self.batch.counts["robots_excluded"] += 1
-            self.ledger.finish(self.batch, fetch.key, "robots", now=now)
+            error = self.robots.refusal(fetch.url, now)
+            self.ledger.finish(self.batch, fetch.key, "robots", now=now, error=error)
             return
         if fetch.hop is not Hop.SITEMAP:  # a page limit counts pages and requisites
             self._started += 1

@@ -93,6 +93,7 @@ class _Known:
     rules: Rules | None  # None: disallow all
     expires: float
     sitemaps: tuple[str, ...] = ()
+    unreachable: str | None = None  # why rules are None: what fetching robots.txt gave
 
 
 class _Slot:
@@ -143,7 +144,9 @@ class RobotsCache:
         elif status is not None and 300 <= status < 500 and status != 429:
             known = _Known(_ALLOW_ALL, now + self.ttl)
         else:
-            known = _Known(None, now + self.unreachable_retry)
+            answer = "no answer" if status is None else f"HTTP {status}"
+            reason = f"robots.txt unreachable ({answer}): the site waits until it answers"
+            known = _Known(None, now + self.unreachable_retry, unreachable=reason)
         if slot.known is None:
             self._known += 1
         slot.known = known
@@ -199,6 +202,13 @@ class RobotsCache:
         return rules.allowed_path(
             path_octets(parts.path + ("?" + parts.query if "?" in url else ""))
         )
+
+    def refusal(self, url: str, now: float) -> str | None:
+        """Why `url` is not allowed, when it is not for want of its site's robots.txt
+        (429, 5xx, no answer): the reason a crawl records with the URL. None when its
+        rules disallow it, allow it, or are not known."""
+        known = self._current(self._slot(url)[0], now)
+        return None if known is None else known.unreachable
 
     def crawl_delay(self, url: str, now: float) -> float | None:
         """The site's Crawl-delay for our user agent, if its rules are known and set one."""
