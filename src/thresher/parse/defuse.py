@@ -90,11 +90,11 @@ def flatten_tags(text: str, *, embeds: bool = False) -> str:
     return _FLATTEN_EMBEDS_RE.sub("", text)
 
 
-def has_crowded(markup: str | bytes) -> bool:
-    """Whether `markup` (text, or UTF-8 bytes) has a tag `thin_crowded` would cut down."""
-    if isinstance(markup, bytes):
-        return _CROWDED_BYTES_RE.search(markup) is not None
-    return _CROWDED_RE.search(markup) is not None
+def has_crowded(markup: bytes) -> bool:
+    """Whether UTF-8 `markup` has a tag `thin_crowded` would cut down: asked of the bytes,
+    so that the many pages with none are not decoded for it (text needs no such question:
+    `thin_crowded` asks it first)."""
+    return _CROWDED_BYTES_RE.search(markup) is not None
 
 
 def thin_crowded(text: str, keep: frozenset[str], scan: int | None = None) -> str:
